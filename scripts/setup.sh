@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Idempotent set-up for `make run` (default) or `make test` (argument "test"):
+# the Debian packages that are missing, a virtual environment, pip and npm installs, static vendor files.
+# A second run with nothing changed does no network work.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODE=${1:-run}
+PY=${PYTHON:-python3}
+mkdir -p var
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "need root (or sudo) to install: $*" >&2; exit 1; fi
+}
+
+# --- Debian packages, only those missing --------------------------------------------------------
+need=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_cmd redis-server || need+=(redis-server)
+have_cmd curl || need+=(curl)
+have_cmd node || need+=(nodejs)
+have_cmd npm || need+=(npm)
+$PY -c "import venv, ensurepip" 2>/dev/null || need+=(python3-venv)
+if [ "$MODE" = test ]; then
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+  have_cmd chromium || need+=(chromium)
+  have_cmd docker-compose || need+=(docker-compose)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing Debian packages: ${need[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# --- Python ------------------------------------------------------------------------------------
+stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  $PY -m venv .venv
+fi
+pip_stamp=$(stamp_of pyproject.toml)
+if [ "$(cat var/.pip-stamp 2>/dev/null)" != "$pip_stamp" ]; then
+  log "pip install -e .[dev]"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  echo "$pip_stamp" > var/.pip-stamp
+fi
+
+# --- Front-end packages from npm ------------------------------------------------------------------
+npm_stamp=$(stamp_of package.json package-lock.json)
+if [ "$(cat var/.npm-stamp 2>/dev/null)" != "$npm_stamp" ] || [ ! -d node_modules ]; then
+  log "npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+  echo "$npm_stamp" > var/.npm-stamp
+fi
+mkdir -p static/vendor
+cp -u node_modules/htmx.org/dist/htmx.min.js static/vendor/htmx.min.js
+
+log "ready ($MODE)"

@@ -1,0 +1,60 @@
+"""Personas shared by every test: one user per role and an outsider with no role."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from django.contrib.auth.models import AbstractBaseUser
+from django.test import Client
+
+from webapp.accounts.roles import Role
+
+PASSWORD = "correct-horse-battery-staple"
+
+
+@dataclass
+class Personas:
+    annotator: AbstractBaseUser
+    reviewer: AbstractBaseUser
+    researcher: AbstractBaseUser
+    admin: AbstractBaseUser
+    outsider: AbstractBaseUser
+
+    def all(self) -> dict[str, AbstractBaseUser]:
+        return {
+            name: getattr(self, name) for name in ("annotator", "reviewer", "researcher", "admin", "outsider")
+        }
+
+
+def make_personas() -> Personas:
+    from webapp.accounts.services import user_create
+
+    def make(name: str, roles: list[Role]) -> AbstractBaseUser:
+        return user_create(username=name, password=PASSWORD, roles=roles, email=f"{name}@example.org")
+
+    return Personas(
+        annotator=make("alice", [Role.ANNOTATOR]),
+        reviewer=make("bob", [Role.REVIEWER]),
+        researcher=make("carol", [Role.RESEARCHER]),
+        admin=make("dave", [Role.ADMIN]),
+        outsider=make("eve", []),
+    )
+
+
+@pytest.fixture
+def personas(db: None) -> Personas:
+    return make_personas()
+
+
+@pytest.fixture
+def client_for(personas: Personas):  # type: ignore[no-untyped-def]
+    """client_for("annotator") -> a Client logged in as that persona; client_for(None) -> anonymous."""
+
+    def make(name: str | None) -> Client:
+        client = Client()
+        if name is not None:
+            client.force_login(getattr(personas, name))
+        return client
+
+    return make

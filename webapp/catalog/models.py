@@ -1,0 +1,84 @@
+"""Tasks and task suites."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import F, Q
+
+
+class Platform(models.TextChoices):
+    DESKTOP = "desktop", "Linux desktop"
+    BROWSER = "browser", "Browser"
+    ANDROID = "android", "Android"
+
+
+TASK_SLUG = RegexValidator(
+    r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*$",
+    "Use lowercase letters, digits, '-', '_', '.', in '/'-separated parts (e.g. miniwob/click-button).",
+)
+
+
+class TaskSuite(models.Model):
+    """A named collection of tasks (MiniWoB++, the desktop suite, an imported OSWorld set)."""
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Task(models.Model):
+    """One task: an instruction on an environment profile, its setup, checker and limits.
+
+    `spec` holds the versioned task document (seeded parameters, setup steps, checker); the
+    columns beside it are what pages filter and sort on.
+    """
+
+    slug = models.CharField(max_length=200, unique=True, validators=[TASK_SLUG])
+    title = models.CharField(max_length=200)
+    instruction = models.TextField()
+    platform = models.CharField(max_length=16, choices=Platform.choices)
+    env_profile = models.CharField(max_length=100, help_text="Sandbox profile the task runs on")
+    spec = models.JSONField(default=dict, blank=True)
+    spec_version = models.PositiveIntegerField(default=1)
+    max_steps = models.PositiveIntegerField(default=15)
+    max_seconds = models.PositiveIntegerField(default=300)
+    suites = models.ManyToManyField(TaskSuite, related_name="tasks", blank=True)
+    is_published = models.BooleanField(
+        default=False, help_text="Published only after its oracle scores 1 and a do-nothing run scores 0"
+    )
+    # Difficulty statistics, rolled up from finished episodes by a beat task.
+    attempts = models.PositiveIntegerField(default=0)
+    successes = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+        indexes = [models.Index(fields=["platform", "is_published"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(max_steps__gte=1), name="task_max_steps_positive"),
+            models.CheckConstraint(condition=Q(max_seconds__gte=1), name="task_max_seconds_positive"),
+            models.CheckConstraint(
+                condition=Q(successes__lte=F("attempts")), name="task_successes_le_attempts"
+            ),
+            models.CheckConstraint(condition=Q(platform__in=Platform.values), name="task_platform_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.successes / self.attempts if self.attempts else None

@@ -1,0 +1,28 @@
+"""Reads of tasks and suites."""
+
+from __future__ import annotations
+
+from django.db.models import Q, QuerySet
+
+from webapp.catalog.models import Task, TaskSuite
+
+
+def tasks_filtered(
+    *, query: str = "", platform: str = "", suite: str = "", published: bool | None = None
+) -> QuerySet[Task]:
+    """Tasks matching a free-text query, platform, suite slug and publication state."""
+    qs = Task.objects.prefetch_related("suites")
+    if query:
+        qs = qs.filter(Q(slug__icontains=query) | Q(title__icontains=query) | Q(instruction__icontains=query))
+    if platform:
+        qs = qs.filter(platform=platform)
+    if suite:
+        qs = qs.filter(suites__slug=suite)
+    if published is not None:
+        qs = qs.filter(is_published=published)
+    return qs.distinct().order_by("slug")
+
+
+def suites_list() -> QuerySet[TaskSuite]:
+    """All suites by slug."""
+    return TaskSuite.objects.order_by("slug")

@@ -1,0 +1,68 @@
+"""Writes for tasks and suites."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Count, Q
+
+from webapp.catalog.models import Task, TaskSuite
+from webapp.episodes.models import Episode
+
+
+@transaction.atomic
+def task_create(
+    *,
+    slug: str,
+    title: str,
+    instruction: str,
+    platform: str,
+    env_profile: str,
+    spec: dict[str, Any] | None = None,
+    max_steps: int = 15,
+    max_seconds: int = 300,
+    suites: Iterable[TaskSuite] = (),
+    created_by: AbstractBaseUser | None = None,
+) -> Task:
+    """A new unpublished task, with its suite memberships written in the same transaction."""
+    task = Task(
+        slug=slug,
+        title=title,
+        instruction=instruction,
+        platform=platform,
+        env_profile=env_profile,
+        spec=spec or {},
+        max_steps=max_steps,
+        max_seconds=max_seconds,
+        created_by=created_by,
+    )
+    task.full_clean()
+    task.save()
+    task.suites.set(list(suites))
+    return task
+
+
+def suite_get_or_create(*, slug: str, name: str, description: str = "") -> TaskSuite:
+    """The suite called `slug`, created if absent."""
+    suite, _ = TaskSuite.objects.get_or_create(slug=slug, defaults={"name": name, "description": description})
+    return suite
+
+
+def task_stats_refresh() -> int:
+    """Recompute every task's attempts and successes from finished, non-env_error episodes."""
+    rows = (
+        Episode.objects.filter(status=Episode.Status.FINISHED, env_error=False)
+        .values("task_id")
+        .annotate(n=Count("pk"), ok=Count("pk", filter=Q(reward__gte=1.0)))
+    )
+    stats = {row["task_id"]: (row["n"], row["ok"]) for row in rows}
+    changed = 0
+    for task in Task.objects.only("pk", "attempts", "successes"):
+        attempts, successes = stats.get(task.pk, (0, 0))
+        if (task.attempts, task.successes) != (attempts, successes):
+            Task.objects.filter(pk=task.pk).update(attempts=attempts, successes=successes)
+            changed += 1
+    return changed

@@ -1,0 +1,29 @@
+"""The Celery app: queues `rollouts`, `training`, `sandboxes`; results in the database; beat schedule."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+
+app = Celery("webapp")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+
+QUEUES = ("rollouts", "training", "sandboxes")
+app.conf.task_queues = [Queue(name) for name in QUEUES]
+app.conf.task_default_queue = "rollouts"
+# Routing by app keeps training jobs (long, one per worker) away from rollouts and pool upkeep.
+app.conf.task_routes = {
+    "webapp.training.tasks.*": {"queue": "training"},
+    "webapp.sandboxes.tasks.*": {"queue": "sandboxes"},
+    "webapp.catalog.tasks.*": {"queue": "sandboxes"},
+    "webapp.episodes.tasks.*": {"queue": "rollouts"},
+}
+app.conf.beat_schedule = {
+    "reap-expired-leases": {"task": "webapp.sandboxes.tasks.leases_reap", "schedule": 10.0},
+    "roll-up-task-stats": {"task": "webapp.catalog.tasks.task_stats_rollup", "schedule": 60.0},
+}
+app.autodiscover_tasks()

@@ -1,0 +1,1 @@
+"""Pieces every app uses: storage, live broadcast, access checks."""

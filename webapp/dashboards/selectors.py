@@ -1,0 +1,106 @@
+"""What each person should do next: the cards of the home page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.urls import reverse
+from django.utils import timezone
+
+from webapp.catalog.models import Task
+from webapp.episodes.models import Episode
+from webapp.reviews.models import Review
+from webapp.reviews.selectors import reviews_queue
+from webapp.sandboxes.models import SandboxHost
+from webapp.training.models import TrainingRun
+
+
+@dataclass(frozen=True)
+class Card:
+    title: str
+    count: int
+    text: str
+    url: str
+    action: str
+
+
+def home_cards(*, user: AbstractBaseUser) -> list[Card]:
+    """One card per thing the user can act on, in the order a person would do them."""
+    cards: list[Card] = []
+    if user.has_perm("episodes.annotate"):
+        mine = Episode.objects.filter(annotator=user)
+        cards.append(
+            Card(
+                "Demonstrate a task",
+                Task.objects.filter(is_published=True).count(),
+                "published tasks are ready to demonstrate",
+                reverse("catalog:task_list") + "?published=1",
+                "Browse tasks",
+            )
+        )
+        sent_back = Review.objects.filter(episode__annotator=user, state=Review.State.SENT_BACK).count()
+        cards.append(
+            Card(
+                "Your demonstrations",
+                mine.count(),
+                f"recorded so far; {sent_back} sent back to you by reviewers",
+                reverse("episodes:episode_list"),
+                "Open your episodes",
+            )
+        )
+    if user.has_perm("reviews.review_episodes"):
+        cards.append(
+            Card(
+                "Review trajectories",
+                reviews_queue(reviewer=user).count(),
+                "trajectories wait in your review queue",
+                reverse("reviews:queue"),
+                "Open the queue",
+            )
+        )
+    if user.has_perm("episodes.view_all_episodes"):
+        cards.append(
+            Card(
+                "Rollouts",
+                Episode.objects.filter(status=Episode.Status.RUNNING).count(),
+                "episodes are running now",
+                reverse("episodes:episode_list") + "?status=running",
+                "Watch episodes",
+            )
+        )
+    if user.has_perm("training.view_trainingrun"):
+        cards.append(
+            Card(
+                "Training",
+                TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING).count(),
+                "training runs are running",
+                reverse("training:run_list"),
+                "Follow runs",
+            )
+        )
+    if user.has_perm("sandboxes.view_sandbox"):
+        now = timezone.now()
+        alive = sum(1 for h in SandboxHost.objects.all() if h.is_alive(now=now))
+        cards.append(
+            Card(
+                "Sandbox hosts",
+                alive,
+                "hosts are heartbeating",
+                reverse("sandboxes:overview"),
+                "See sandboxes",
+            )
+        )
+    if user.is_superuser:  # type: ignore[attr-defined]
+        roleless = get_user_model().objects.filter(groups=None, is_superuser=False, is_active=True).count()
+        cards.append(
+            Card(
+                "People",
+                roleless,
+                "active users have no role yet",
+                reverse("admin:auth_user_changelist"),
+                "Manage users",
+            )
+        )
+    return cards

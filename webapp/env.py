@@ -1,0 +1,136 @@
+"""Strict parsing of settings from the environment.
+
+Every reader raises ImproperlyConfigured naming the variable and what it expected, so a typo in a
+deployment fails at start-up instead of silently falling back to a default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+_UNSET: Any = object()
+
+
+def _raw(name: str, environ: Mapping[str, str] | None) -> str | None:
+    value = (os.environ if environ is None else environ).get(name)
+    if value is None:
+        return None
+    value = value.strip()
+    return value or None
+
+
+def env_str(name: str, default: Any = _UNSET, *, environ: Mapping[str, str] | None = None) -> Any:
+    """A non-empty string; raises when missing and no default is given."""
+    value = _raw(name, environ)
+    if value is None:
+        if default is _UNSET:
+            raise ImproperlyConfigured(f"{name} must be set")
+        return default
+    return value
+
+
+def env_bool(name: str, default: bool, *, environ: Mapping[str, str] | None = None) -> bool:
+    """One of 1/0, true/false, yes/no, on/off (any case)."""
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(
+        f"{name}={value!r} is not a boolean (use one of 1/0, true/false, yes/no, on/off)"
+    )
+
+
+def env_int(
+    name: str,
+    default: int,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """A base-10 integer within [minimum, maximum]."""
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    try:
+        number = int(value, 10)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer")
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={number} is below the minimum {minimum}")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name}={number} is above the maximum {maximum}")
+    return number
+
+
+def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
+    """A comma-separated list; blanks between commas are an error, not silently dropped."""
+    value = _raw(name, environ)
+    if value is None:
+        return list(default)
+    items = [item.strip() for item in value.split(",")]
+    if any(not item for item in items):
+        raise ImproperlyConfigured(f"{name}={value!r} has an empty item")
+    return items
+
+
+def env_url(
+    name: str,
+    default: str,
+    *,
+    schemes: tuple[str, ...],
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """A URL whose scheme is one of `schemes`."""
+    value = _raw(name, environ) or default
+    parts = urlsplit(value)
+    if parts.scheme not in schemes:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} has scheme {parts.scheme!r}; expected one of {', '.join(schemes)}"
+        )
+    if parts.scheme not in ("sqlite", "unix") and not parts.hostname:
+        raise ImproperlyConfigured(f"{name}={value!r} has no host")
+    return value
+
+
+def database_config(url: str, *, var_dir: Any, conn_max_age: int) -> dict[str, Any]:
+    """Django DATABASES['default'] for a sqlite:/// or postgres:// URL.
+
+    `sqlite:///` alone means var/db.sqlite3; `sqlite:///rel/path` is relative to the working
+    directory and `sqlite:////abs/path` absolute.
+    """
+    import dj_database_url
+
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        name = path or str(var_dir / "db.sqlite3")
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": name,
+            "OPTIONS": {
+                # WAL lets the web process read while workers write; IMMEDIATE avoids
+                # "database is locked" on read-then-write upgrades.
+                "init_command": (
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
+                ),
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
+            # Tests start worker processes that must share the test database, so it lives in a file.
+            "TEST": {"NAME": str(var_dir / "test-db.sqlite3")},
+        }
+    config = dj_database_url.parse(url, conn_max_age=conn_max_age, conn_health_checks=True)
+    config["ENGINE"] = "django.db.backends.postgresql"
+    return dict(config)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class EpisodesConfig(AppConfig):
+    name = "webapp.episodes"
+    label = "episodes"

@@ -1,0 +1,128 @@
+"""Episodes (one attempt at a task) and their steps."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Source(models.TextChoices):
+    HUMAN = "human", "Human demonstration"
+    AGENT = "agent", "Agent rollout"
+    MIXED = "mixed", "Interactive (human + agent)"
+
+
+class Actor(models.TextChoices):
+    HUMAN = "human"
+    AGENT = "agent"
+
+
+class Episode(models.Model):
+    """One attempt at a task by a human, an agent or both, on one sandbox."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        FINISHED = "finished"
+        ABORTED = "aborted"
+
+    task = models.ForeignKey("catalog.Task", on_delete=models.PROTECT, related_name="episodes")
+    source = models.CharField(max_length=8, choices=Source.choices)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    policy_version = models.ForeignKey(
+        "training.PolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="episodes"
+    )
+    sandbox = models.ForeignKey(
+        "sandboxes.Sandbox", null=True, blank=True, on_delete=models.SET_NULL, related_name="episodes"
+    )
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="episodes",
+        help_text="The person who demonstrated (human and mixed episodes)",
+    )
+    seed = models.BigIntegerField(default=0)
+    reward = models.FloatField(null=True, blank=True)
+    env_error = models.BooleanField(
+        default=False, help_text="Infrastructure failure: never counted as the agent's failure"
+    )
+    error_message = models.TextField(blank=True)
+    num_steps = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [
+            ("view_all_episodes", "Can see every episode"),
+            ("annotate", "Can record demonstrations"),
+            ("run_rollouts", "Can launch agent rollouts"),
+        ]
+        indexes = [
+            models.Index(fields=["task", "status"], name="episode_task_status_idx"),
+            models.Index(fields=["status", "source"], name="episode_status_source_idx"),
+            models.Index(fields=["policy_version", "status"], name="episode_policy_status_idx"),
+            models.Index(fields=["annotator", "-created_at"], name="episode_annotator_idx"),
+            models.Index(fields=["-created_at"], name="episode_recent_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(reward__isnull=True) | Q(reward__gte=0.0, reward__lte=1.0),
+                name="episode_reward_0_1",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status__in=["finished", "aborted"]) | Q(finished_at__isnull=False),
+                name="episode_ended_has_finished_at",
+            ),
+            models.CheckConstraint(
+                condition=~Q(source__in=["human", "mixed"]) | Q(annotator__isnull=False),
+                name="episode_human_has_annotator",
+            ),
+            models.CheckConstraint(
+                condition=Q(env_error=False) | Q(reward__isnull=True), name="episode_env_error_has_no_reward"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"episode {self.pk} of {self.task_id}"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status in (self.Status.FINISHED, self.Status.ABORTED)
+
+
+class Step(models.Model):
+    """One think-act-observe step: the screen the actor saw, what it thought and what it did."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    actor = models.CharField(max_length=8, choices=Actor.choices)
+    # Observation: files in content-addressed storage, never blobs in rows.
+    screenshot = models.FileField(max_length=200, blank=True)
+    a11y_tree = models.FileField(max_length=200, blank=True, help_text="Accessibility tree or DOM snapshot")
+    screen_width = models.PositiveIntegerField(null=True, blank=True)
+    screen_height = models.PositiveIntegerField(null=True, blank=True)
+    thought = models.TextField(blank=True)
+    action = models.JSONField(help_text="Structured action (agent_core form)")
+    action_text = models.TextField(blank=True, help_text="The action in the UI-TARS grammar")
+    proposed_thought = models.TextField(blank=True)
+    proposed_action = models.JSONField(null=True, blank=True, help_text="What a model proposed, if any")
+    proposed_action_text = models.TextField(blank=True)
+    reward = models.FloatField(null=True, blank=True)
+    observed_at = models.DateTimeField()
+    acted_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["episode", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["episode", "index"], name="step_unique_index_per_episode"),
+        ]
+
+    def __str__(self) -> str:
+        return f"step {self.index} of episode {self.episode_id}"

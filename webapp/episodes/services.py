@@ -1,0 +1,151 @@
+"""Writes for episodes and steps. Every persisted step is broadcast to the episode's live group."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from webapp.catalog.models import Task
+from webapp.common.live import broadcast, episode_group
+from webapp.common.storage import blob_store
+from webapp.episodes.models import Episode, Source, Step
+from webapp.training.models import PolicyVersion
+
+
+class EpisodeStateError(Exception):
+    """The episode is not in a state that allows this write."""
+
+
+def episode_create(
+    *,
+    task: Task,
+    source: str,
+    annotator: AbstractBaseUser | None = None,
+    policy_version: PolicyVersion | None = None,
+    seed: int = 0,
+) -> Episode:
+    """A pending episode of `task`."""
+    if source not in Source.values:
+        raise ValueError(f"unknown source {source!r}; valid: {', '.join(Source.values)}")
+    if source in (Source.HUMAN, Source.MIXED) and annotator is None:
+        raise ValueError(f"a {source} episode needs an annotator")
+    return Episode.objects.create(
+        task=task, source=source, annotator=annotator, policy_version=policy_version, seed=seed
+    )
+
+
+def episode_start(*, episode: Episode) -> Episode:
+    """Move a pending episode to running (atomically: a second start of the same episode fails)."""
+    now = timezone.now()
+    claimed = Episode.objects.filter(pk=episode.pk, status=Episode.Status.PENDING).update(
+        status=Episode.Status.RUNNING, started_at=now
+    )
+    if claimed != 1:
+        raise EpisodeStateError(f"episode {episode.pk} is not pending")
+    episode.refresh_from_db()
+    _publish_status(episode)
+    return episode
+
+
+def step_record(
+    *,
+    episode: Episode,
+    actor: str,
+    action: dict[str, Any],
+    action_text: str = "",
+    thought: str = "",
+    screenshot_png: bytes | None = None,
+    a11y_tree: str | None = None,
+    screen_size: tuple[int, int] | None = None,
+    proposed_action: dict[str, Any] | None = None,
+    proposed_action_text: str = "",
+    proposed_thought: str = "",
+    observed_at: datetime | None = None,
+    acted_at: datetime | None = None,
+    latency_ms: int | None = None,
+) -> Step:
+    """Persist the next step of a running episode (row + observation files) and broadcast it."""
+    if not isinstance(action, dict) or "type" not in action:
+        raise ValueError("action must be a structured action with a 'type'")
+    # Files first: content-addressed writes are idempotent, so a failed row insert leaves no
+    # dangling reference and a retried one reuses the same file.
+    screenshot_name = blob_store(screenshot_png, kind="screens", ext="png") if screenshot_png else ""
+    a11y_name = blob_store(a11y_tree.encode(), kind="a11y", ext="txt") if a11y_tree else ""
+    with transaction.atomic():
+        locked = Episode.objects.select_for_update().get(pk=episode.pk)
+        if locked.status != Episode.Status.RUNNING:
+            raise EpisodeStateError(f"episode {episode.pk} is {locked.status}, not running")
+        step = Step.objects.create(
+            episode=locked,
+            index=locked.num_steps,
+            actor=actor,
+            screenshot=screenshot_name,
+            a11y_tree=a11y_name,
+            screen_width=screen_size[0] if screen_size else None,
+            screen_height=screen_size[1] if screen_size else None,
+            thought=thought,
+            action=action,
+            action_text=action_text,
+            proposed_action=proposed_action,
+            proposed_action_text=proposed_action_text,
+            proposed_thought=proposed_thought,
+            observed_at=observed_at or timezone.now(),
+            acted_at=acted_at,
+            latency_ms=latency_ms,
+        )
+        Episode.objects.filter(pk=locked.pk).update(num_steps=F("num_steps") + 1)
+        # robust: a live-view outage is logged, never un-does or fails the persisted step.
+        transaction.on_commit(
+            lambda: broadcast(episode_group(locked.pk), "step.created", step_payload(step)), robust=True
+        )
+    episode.num_steps = step.index + 1
+    return step
+
+
+def episode_finish(
+    *, episode: Episode, reward: float | None, env_error: bool = False, error_message: str = ""
+) -> Episode:
+    """End a running episode with its reward, or as an infrastructure failure (no reward)."""
+    if env_error and reward is not None:
+        raise ValueError("an env_error episode has no reward")
+    if reward is not None and not 0.0 <= reward <= 1.0:
+        raise ValueError(f"reward {reward} is outside [0, 1]")
+    status = Episode.Status.ABORTED if env_error else Episode.Status.FINISHED
+    updated = Episode.objects.filter(pk=episode.pk, status=Episode.Status.RUNNING).update(
+        status=status,
+        reward=reward,
+        env_error=env_error,
+        error_message=error_message,
+        finished_at=timezone.now(),
+    )
+    if updated != 1:
+        raise EpisodeStateError(f"episode {episode.pk} is not running")
+    episode.refresh_from_db()
+    _publish_status(episode)
+    return episode
+
+
+def step_payload(step: Step) -> dict[str, Any]:
+    """The JSON a live viewer receives for a new step."""
+    return {
+        "episode": step.episode_id,
+        "index": step.index,
+        "actor": step.actor,
+        "thought": step.thought,
+        "action": step.action,
+        "action_text": step.action_text,
+        "has_screenshot": bool(step.screenshot),
+        "observed_at": step.observed_at.isoformat(),
+    }
+
+
+def _publish_status(episode: Episode) -> None:
+    payload = {"episode": episode.pk, "status": episode.status, "reward": episode.reward}
+    transaction.on_commit(
+        lambda: broadcast(episode_group(episode.pk), "episode.status", payload), robust=True
+    )

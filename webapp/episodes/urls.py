@@ -1,0 +1,10 @@
+from django.urls import path
+
+from webapp.episodes import views
+
+app_name = "episodes"
+urlpatterns = [
+    path("", views.episode_list, name="episode_list"),
+    path("<int:episode_id>/", views.episode_detail, name="episode_detail"),
+    path("<int:episode_id>/steps/<int:index>/screenshot.png", views.step_screenshot, name="step_screenshot"),
+]

@@ -1,0 +1,69 @@
+"""Episode pages: the list, one episode with its steps, and step screenshots behind access checks."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from webapp.accounts.access import page_requires
+from webapp.episodes.models import Episode, Source
+from webapp.episodes.selectors import episode_visible_to, episodes_filtered, steps_of
+
+_MAY_LIST = ("episodes.view_all_episodes", "episodes.annotate", "reviews.review_episodes")
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+@require_GET
+@page_requires()
+def episode_list(request: HttpRequest) -> HttpResponse:
+    """Episodes the user may see, filtered by task, status, source and policy."""
+    if not any(request.user.has_perm(p) for p in _MAY_LIST):
+        raise PermissionDenied("your roles do not include episodes")
+    params = request.GET
+    episodes = episodes_filtered(
+        user=request.user,
+        task_id=_int_or_none(params.get("task")),
+        status=params.get("status") if params.get("status") in Episode.Status.values else None,
+        source=params.get("source") if params.get("source") in Source.values else None,
+        policy_version_id=_int_or_none(params.get("policy")),
+    )
+    context = {
+        "episodes": episodes[:200],
+        "total": episodes.count(),
+        "statuses": Episode.Status.choices,
+        "sources": Source.choices,
+        "params": params,
+    }
+    template = "episodes/episode_list.html#results" if request.htmx else "episodes/episode_list.html"
+    return render(request, template, context)
+
+
+@require_GET
+@page_requires()
+def episode_detail(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """One episode and its steps (404 for one the user may not see, so ids cannot be probed)."""
+    episode = episode_visible_to(user=request.user, episode_id=episode_id)
+    if episode is None:
+        raise Http404("no such episode")
+    return render(
+        request, "episodes/episode_detail.html", {"episode": episode, "steps": steps_of(episode=episode)}
+    )
+
+
+@require_GET
+@page_requires()
+def step_screenshot(request: HttpRequest, episode_id: int, index: int) -> FileResponse:
+    """The screenshot of one step, streamed only to people who may see its episode."""
+    episode = episode_visible_to(user=request.user, episode_id=episode_id)
+    step = steps_of(episode=episode).filter(index=index).first() if episode else None
+    if step is None or not step.screenshot:
+        raise Http404("no such screenshot")
+    response = FileResponse(step.screenshot.open("rb"), content_type="image/png")
+    # Content-addressed: the bytes behind this URL never change.
+    response["Cache-Control"] = "private, max-age=31536000, immutable"
+    return response

@@ -1,0 +1,6 @@
+from django.urls import path
+
+from webapp.sandboxes import views
+
+app_name = "sandboxes"
+urlpatterns = [path("", views.overview, name="overview")]

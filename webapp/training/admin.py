@@ -1,0 +1,26 @@
+from django.contrib import admin
+
+from webapp.training.models import Checkpoint, MetricPoint, PolicyVersion, TrainingRun
+
+
+@admin.register(TrainingRun)
+class TrainingRunAdmin(admin.ModelAdmin):
+    list_display = ["name", "algorithm", "status", "created_by", "created_at", "finished_at"]
+    list_filter = ["algorithm", "status"]
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(admin.ModelAdmin):
+    list_display = ["run", "step", "path", "created_at"]
+
+
+@admin.register(PolicyVersion)
+class PolicyVersionAdmin(admin.ModelAdmin):
+    list_display = ["name", "backend", "model_name", "is_active", "created_at"]
+    list_filter = ["backend", "is_active"]
+
+
+@admin.register(MetricPoint)
+class MetricPointAdmin(admin.ModelAdmin):
+    list_display = ["run", "name", "step", "value", "recorded_at"]
+    list_filter = ["name"]
