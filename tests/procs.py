@@ -1,0 +1,98 @@
+"""Start real platform processes (daphne, celery worker, …) that share the test database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_db_env() -> dict[str, str]:
+    """The environment for a child process whose DATABASE_URL is the current test database.
+
+    Call it inside a test that uses `transactional_db` (or `live_server`), so rows the test writes
+    are committed and the child sees them.
+    """
+    from django.db import connection
+
+    s = connection.settings_dict
+    env = os.environ.copy()
+    if s["ENGINE"].endswith("sqlite3"):
+        env["DATABASE_URL"] = "sqlite:///" + str(s["NAME"])
+    else:
+        auth = quote(s["USER"] or "")
+        if s.get("PASSWORD"):
+            auth += ":" + quote(s["PASSWORD"])
+        env["DATABASE_URL"] = f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@contextmanager
+def process(
+    args: list[str],
+    *,
+    ready: Callable[[], bool],
+    env: dict[str, str] | None = None,
+    timeout: float = 60.0,
+    log_path: Path | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run `args` until the block ends; wait (with a deadline) until `ready()` is true first."""
+    log = open(log_path or os.devnull, "wb")  # noqa: SIM115 (closed below)
+    proc = subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"{args[0]} exited with {proc.returncode} before it was ready (log: {log_path})"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{args[0]} not ready after {timeout} s (log: {log_path})")
+            time.sleep(0.1)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log.close()
+
+
+def port_open(port: int) -> Callable[[], bool]:
+    def check() -> bool:
+        with socket.socket() as s:
+            s.settimeout(0.2)
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    return check
+
+
+@contextmanager
+def daphne_server(tmp_path: Path) -> Iterator[str]:
+    """The real ASGI app under daphne on a free port, on the test database; yields its base URL."""
+    port = free_port()
+    args = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
+    with process(args, ready=port_open(port), env=test_db_env(), log_path=tmp_path / "daphne.log"):
+        yield f"http://127.0.0.1:{port}"
