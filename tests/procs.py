@@ -23,7 +23,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_db_env() -> dict[str, str]:
+def child_db_env() -> dict[str, str]:
     """The environment for a child process whose DATABASE_URL is the current test database.
 
     Call it inside a test that uses `transactional_db` (or `live_server`), so rows the test writes
@@ -94,5 +94,5 @@ def daphne_server(tmp_path: Path) -> Iterator[str]:
     """The real ASGI app under daphne on a free port, on the test database; yields its base URL."""
     port = free_port()
     args = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
-    with process(args, ready=port_open(port), env=test_db_env(), log_path=tmp_path / "daphne.log"):
+    with process(args, ready=port_open(port), env=child_db_env(), log_path=tmp_path / "daphne.log"):
         yield f"http://127.0.0.1:{port}"
