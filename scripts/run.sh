@@ -10,7 +10,8 @@ export DEBUG=${DEBUG:-1}
 export PORT=${PORT:-8000}
 REDIS_PORT=${REDIS_PORT:-6379}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:$REDIS_PORT/0}
-mkdir -p var/log var/redis
+VAR=${FLYWHEEL_VAR_DIR:-$PWD/var}
+mkdir -p "$VAR/log" "$VAR/redis"
 PY=.venv/bin/python
 
 pids=()
@@ -30,17 +31,17 @@ trap stop_all EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-start() {  # start NAME CMD...: run CMD in its own process group, output to var/log/NAME.log
+start() {  # start NAME CMD...: run CMD in its own process group, output to $VAR/log/NAME.log
   local name=$1; shift
-  setsid "$@" >"var/log/$name.log" 2>&1 &
+  setsid "$@" >"$VAR/log/$name.log" 2>&1 &
   pids+=($!)
-  echo "[run] $name (pid $!, log var/log/$name.log)"
+  echo "[run] $name (pid $!, log $VAR/log/$name.log)"
 }
 
 if redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
   echo "[run] using the Redis already on port $REDIS_PORT"
 else
-  start redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir var/redis
+  start redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$VAR/redis"
   for _ in $(seq 1 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 
@@ -51,11 +52,11 @@ $PY manage.py seed_demo
 start web .venv/bin/daphne -b 127.0.0.1 -p "$PORT" webapp.asgi:application
 start worker-rollouts .venv/bin/celery -A webapp worker -Q rollouts,sandboxes -n "rollouts@%h" --concurrency 2 -l INFO
 start worker-training .venv/bin/celery -A webapp worker -Q training -n "training@%h" --concurrency 1 -l INFO
-start beat .venv/bin/celery -A webapp beat -l INFO -s var/celerybeat-schedule
+start beat .venv/bin/celery -A webapp beat -l INFO -s "$VAR/celerybeat-schedule"
 
 for _ in $(seq 1 100); do
   curl -fsS -o /dev/null "http://127.0.0.1:$PORT/accounts/login/" 2>/dev/null && break
-  for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null || { echo "[run] a process died at start; see var/log/"; exit 1; }; done
+  for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null || { echo "[run] a process died at start; see $VAR/log/"; exit 1; }; done
   sleep 0.2
 done
 echo "[run] ready in $(( ($(date +%s%N) - started) / 1000000 )) ms"
@@ -66,7 +67,7 @@ echo
 # Stay up while every process is; if one dies, say which and stop the rest.
 while true; do
   for i in "${!pids[@]}"; do
-    if ! kill -0 "${pids[$i]}" 2>/dev/null; then echo "[run] process ${pids[$i]} exited; see var/log/"; exit 1; fi
+    if ! kill -0 "${pids[$i]}" 2>/dev/null; then echo "[run] process ${pids[$i]} exited; see $VAR/log/"; exit 1; fi
   done
   sleep 1
 done

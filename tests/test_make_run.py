@@ -1,0 +1,77 @@
+"""`make run` (scripts/run.sh) brings the platform up, a user can log in, Ctrl-C leaves nothing running."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from tests.procs import ROOT, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
+    port, redis_port = free_port(), free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL")
+    }
+    env.update(PORT=str(port), REDIS_PORT=str(redis_port), FLYWHEEL_VAR_DIR=str(tmp_path / "var"), DEBUG="1")
+    proc = subprocess.Popen(
+        ["scripts/run.sh"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    output: list[str] = []
+    try:
+        deadline = time.monotonic() + 300
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            output.append(line)
+            if "ready in" in line or time.monotonic() > deadline:
+                break
+        text = "".join(output)
+        assert "ready in" in text, text
+        password = re.search(r"^\s+admin\s+(\S+)\s+admin$", text, re.M).group(1)
+
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        base = f"http://127.0.0.1:{port}"
+        page = opener.open(f"{base}/accounts/login/").read().decode()
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+        form = urllib.parse.urlencode(
+            {"csrfmiddlewaretoken": csrf, "username": "admin", "password": password}
+        )
+        request = urllib.request.Request(
+            f"{base}/accounts/login/", data=form.encode(), headers={"Referer": base}
+        )
+        home = opener.open(request).read().decode()
+        assert 'data-testid="username">admin<' in home
+        assert "role-admin" in home
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    assert "[run] stopped" in rest
+    # Every process run.sh started (redis, web, two workers, beat) and their children are gone.
+    pids = [int(p) for p in re.findall(r"^\[run\] \S+ \(pid (\d+),", "".join(output), re.M)]
+    assert len(pids) == 5, output
+    time.sleep(0.5)
+    assert [p for p in pids if _alive(p)] == []
+    groups = subprocess.run(["ps", "-eo", "pgid="], capture_output=True, text=True).stdout.split()
+    assert not set(map(str, pids)) & set(groups), "a child of a started process is still running"
