@@ -6,33 +6,12 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
-from ninja.errors import AuthenticationError, HttpError, ValidationError
-from ninja.security import APIKeyCookie, HttpBearer
+from ninja.errors import AuthenticationError, ValidationError
 
 from webapp.accounts.selectors import user_roles
-from webapp.accounts.services import api_token_authenticate
+from webapp.common.api import BearerToken, ErrorOut, SessionCookie, require_perm
 
-
-class BearerToken(HttpBearer):
-    """`Authorization: Bearer fw_…` from the API-tokens page."""
-
-    def authenticate(self, request: HttpRequest, token: str) -> Any:
-        user = api_token_authenticate(raw=token)
-        if user is None:
-            return None
-        request.user = user
-        return user
-
-
-class SessionCookie(APIKeyCookie):
-    """The browser's logged-in session (CSRF-checked on writes)."""
-
-    param_name = "sessionid"
-
-    def authenticate(self, request: HttpRequest, key: str | None) -> Any:
-        if request.user.is_authenticated and request.user.is_active:
-            return request.user
-        return None
+__all__ = ["ErrorOut", "api", "require_perm"]
 
 
 api = NinjaAPI(
@@ -43,11 +22,6 @@ api = NinjaAPI(
     auth=[BearerToken(), SessionCookie()],
     urls_namespace="api",
 )
-
-
-class ErrorOut(Schema):
-    detail: str
-    errors: list[dict[str, Any]] | None = None
 
 
 def _location(loc: Any) -> str:
@@ -75,13 +49,6 @@ def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpRespons
     return response
 
 
-def require_perm(request: HttpRequest, *perms: str) -> None:
-    """403 unless the authenticated user holds every one of `perms`."""
-    missing = [p for p in perms if not request.user.has_perm(p)]
-    if missing:
-        raise HttpError(403, f"not allowed: needs {', '.join(missing)}")
-
-
 class MeOut(Schema):
     username: str
     roles: list[str]
@@ -94,3 +61,19 @@ def me(request: HttpRequest) -> dict[str, Any]:
         "username": request.user.get_username(),
         "roles": [r.value for r in user_roles(user=request.user)],
     }
+
+
+from webapp.catalog.api import router as catalog_router  # noqa: E402
+from webapp.datasets.api import router as datasets_router  # noqa: E402
+from webapp.episodes.api import router as episodes_router  # noqa: E402
+from webapp.training.api import router as training_router  # noqa: E402
+
+api.add_router("", catalog_router)
+api.add_router("", episodes_router)
+api.add_router("", datasets_router)
+api.add_router("", training_router)
+
+# Last, so it only answers paths no endpoint above matched.
+from webapp.common.api import fallback_router  # noqa: E402
+
+api.add_router("", fallback_router)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db.models import Q, QuerySet
 
 from webapp.catalog.models import Task, TaskSuite
@@ -26,3 +28,8 @@ def tasks_filtered(
 def suites_list() -> QuerySet[TaskSuite]:
     """All suites by slug."""
     return TaskSuite.objects.order_by("slug")
+
+
+def suites_by_slug(*, slugs: Iterable[str]) -> dict[str, TaskSuite]:
+    """The suites among `slugs` that exist, by slug (callers compare to find the unknown ones)."""
+    return {suite.slug: suite for suite in TaskSuite.objects.filter(slug__in=set(slugs))}

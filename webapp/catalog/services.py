@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -42,6 +42,28 @@ def task_create(
     task.full_clean()
     task.save()
     task.suites.set(list(suites))
+    return task
+
+
+TASK_EDITABLE_FIELDS = ("title", "instruction", "max_steps", "max_seconds", "spec")
+
+
+def task_update(*, task: Task, changes: Mapping[str, Any]) -> Task:
+    """Change some of a task's editable fields; the whole row is validated before anything is saved."""
+    unknown = sorted(set(changes) - set(TASK_EDITABLE_FIELDS))
+    if unknown:
+        raise ValueError(f"cannot change {', '.join(unknown)}; editable: {', '.join(TASK_EDITABLE_FIELDS)}")
+    if not changes:
+        return task
+    fields = list(changes)
+    if "spec" in changes and changes["spec"] != task.spec and task.is_published:
+        # Publication vouches for this spec (oracle scores 1, do-nothing 0); a new spec must earn it again.
+        task.is_published = False
+        fields.append("is_published")
+    for name, value in changes.items():
+        setattr(task, name, value)
+    task.full_clean()
+    task.save(update_fields=[*fields, "updated_at"])
     return task
 
 

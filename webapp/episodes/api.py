@@ -1,0 +1,164 @@
+"""JSON API for episodes and their steps, scoped to what the caller may see."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.http import FileResponse, HttpRequest
+from django.urls import reverse
+from ninja import Query, Router, Schema
+from ninja.errors import HttpError
+
+from webapp.common.api import ErrorOut, PageIn, api_enum, page_of, require_any_perm
+from webapp.episodes.models import Actor, Episode, Source, Step
+from webapp.episodes.selectors import episode_visible_to, episodes_filtered, steps_of
+
+router = Router(tags=["episodes"])
+
+# Documented in the OpenAPI description; the handlers in webapp.api write these bodies.
+DENIED = {401: ErrorOut, 403: ErrorOut}
+
+EpisodeStatus = api_enum("EpisodeStatus", Episode.Status)
+EpisodeSource = api_enum("EpisodeSource", Source)
+StepActor = api_enum("StepActor", Actor)
+
+# Any one of these lets a user ask about episodes; which ones they see is up to episodes_visible_to.
+MAY_SEE_EPISODES = ("episodes.view_all_episodes", "episodes.annotate", "reviews.review_episodes")
+
+
+class StepOut(Schema):
+    index: int
+    actor: StepActor
+    thought: str
+    action: dict[str, Any]
+    action_text: str
+    proposed_thought: str
+    proposed_action: dict[str, Any] | None
+    proposed_action_text: str
+    observed_at: datetime
+    acted_at: datetime | None
+    latency_ms: int | None
+    screen_width: int | None
+    screen_height: int | None
+    screenshot_url: str | None
+
+    @staticmethod
+    def resolve_screenshot_url(obj: Step, context: dict[str, Any]) -> str | None:
+        if not obj.screenshot:
+            return None
+        # The API's own route, so a script with a token can fetch it (the page route needs a session).
+        path = reverse("api:episode_step_screenshot", args=[obj.episode_id, obj.index])
+        return context["request"].build_absolute_uri(path)
+
+
+class StepPage(Schema):
+    count: int
+    items: list[StepOut]
+
+
+class EpisodeOut(Schema):
+    id: int
+    task: int
+    task_slug: str
+    source: EpisodeSource
+    status: EpisodeStatus
+    policy: int | None
+    policy_name: str | None
+    seed: int
+    reward: float | None
+    env_error: bool
+    error_message: str
+    num_steps: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @staticmethod
+    def resolve_task(obj: Episode) -> int:
+        return obj.task_id
+
+    @staticmethod
+    def resolve_task_slug(obj: Episode) -> str:
+        return obj.task.slug
+
+    @staticmethod
+    def resolve_policy(obj: Episode) -> int | None:
+        return obj.policy_version_id
+
+    @staticmethod
+    def resolve_policy_name(obj: Episode) -> str | None:
+        return obj.policy_version.name if obj.policy_version_id else None
+
+
+class EpisodeDetailOut(EpisodeOut):
+    steps: list[StepOut]
+
+    @staticmethod
+    def resolve_steps(obj: Episode) -> list[Step]:
+        return list(steps_of(episode=obj))
+
+
+class EpisodePage(Schema):
+    count: int
+    items: list[EpisodeOut]
+
+
+class EpisodeFilters(PageIn):
+    task: int | None = None
+    status: EpisodeStatus | None = None
+    source: EpisodeSource | None = None
+    policy: int | None = None
+
+
+def _visible_episode(request: HttpRequest, episode_id: int) -> Episode:
+    """The episode if the caller may see it, else 404 whether or not it exists (ids cannot be probed)."""
+    require_any_perm(request, *MAY_SEE_EPISODES)
+    episode = episode_visible_to(user=request.user, episode_id=episode_id)
+    if episode is None:
+        raise HttpError(404, f"no episode with id {episode_id}")
+    return episode
+
+
+@router.get("/episodes", response={200: EpisodePage, 400: ErrorOut, **DENIED})
+def episode_list(request: HttpRequest, filters: Query[EpisodeFilters]) -> dict[str, Any]:
+    """Episodes the caller may see, newest first, narrowed by task, status, source and policy."""
+    require_any_perm(request, *MAY_SEE_EPISODES)
+    episodes = episodes_filtered(
+        user=request.user,
+        task_id=filters.task,
+        status=filters.status,
+        source=filters.source,
+        policy_version_id=filters.policy,
+    )
+    return page_of(episodes, filters)
+
+
+@router.get("/episodes/{episode_id}", response={200: EpisodeDetailOut, 404: ErrorOut, **DENIED})
+def episode_detail(request: HttpRequest, episode_id: int) -> Episode:
+    """One episode with all its steps in order (page through /steps for very long ones)."""
+    return _visible_episode(request, episode_id)
+
+
+@router.get("/episodes/{episode_id}/steps", response={200: StepPage, 400: ErrorOut, 404: ErrorOut, **DENIED})
+def episode_steps(request: HttpRequest, episode_id: int, page: Query[PageIn]) -> dict[str, Any]:
+    """A page of an episode's steps in index order."""
+    episode = _visible_episode(request, episode_id)
+    return page_of(steps_of(episode=episode), page)
+
+
+@router.get(
+    "/episodes/{episode_id}/steps/{index}/screenshot",
+    response={200: None, 404: ErrorOut, **DENIED},
+    url_name="episode_step_screenshot",
+    openapi_extra={"responses": {200: {"description": "PNG", "content": {"image/png": {}}}}},
+)
+def episode_step_screenshot(request: HttpRequest, episode_id: int, index: int) -> FileResponse:
+    """The PNG screen the actor saw before step `index` (404 if the step has none)."""
+    episode = _visible_episode(request, episode_id)
+    step = steps_of(episode=episode).filter(index=index).first()
+    if step is None or not step.screenshot:
+        raise HttpError(404, f"episode {episode_id} has no screenshot for step {index}")
+    response = FileResponse(step.screenshot.open("rb"), content_type="image/png")
+    response["Cache-Control"] = "private, max-age=31536000, immutable"  # content-addressed bytes
+    return response
