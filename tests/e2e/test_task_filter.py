@@ -1,0 +1,57 @@
+"""The tasks list filters live through htmx while the person types."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Request, expect
+
+from tests.conftest import Personas
+from tests.e2e.conftest import OpenAs
+from tests.factories import make_task
+
+pytestmark = pytest.mark.slow
+
+TITLES = [
+    "Book a calendar slot",
+    "Move a calendar event",
+    "Send an email",
+    "Reply to an email",
+    "Resize a window",
+]
+
+
+def test_task_list_filters_as_you_type_without_a_page_load(personas: Personas, open_as: OpenAs) -> None:
+    for title in TITLES:
+        make_task(title=title)
+    page = open_as("annotator")
+    htmx_requests: list[Request] = []
+    page.on("request", lambda r: htmx_requests.append(r) if r.headers.get("hx-request") else None)
+    page.goto("/tasks/")
+    rows = page.get_by_test_id("task-row")
+    expect(rows).to_have_count(5)
+    page.wait_for_function("typeof window.htmx === 'object'")
+    page.evaluate("window.sameDocument = true")  # gone if the browser loads a new page
+
+    page.get_by_label("Search").press_sequentially("calendar", delay=20)
+    expect(rows).to_have_count(2)
+    assert sorted(rows.locator("td:first-child .muted").all_inner_texts()) == [
+        "Book a calendar slot",
+        "Move a calendar event",
+    ]
+    expect(page.get_by_test_id("task-count")).to_have_text("2 tasks")
+    expect(page).to_have_url(re.compile(r"/tasks/\?.*q=calendar"))  # hx-push-url keeps the URL shareable
+
+    page.get_by_label("Search").fill("email")
+    expect(rows.filter(has_text="email")).to_have_count(2)  # waits for the swap: the count alone stays 2
+    expect(rows).to_have_count(2)
+    page.get_by_label("Search").fill("nothing like this")
+    expect(rows).to_have_count(0)
+    expect(page.get_by_text("No task matches.")).to_be_visible()
+    page.get_by_label("Search").fill("")
+    expect(rows).to_have_count(5)
+
+    assert page.evaluate("window.sameDocument") is True
+    assert htmx_requests, "no request carried HX-Request"
+    assert all(r.url.split("?")[0].endswith("/tasks/") for r in htmx_requests)
