@@ -47,7 +47,10 @@ def user_create(
     """Create (or with update=True, reset) a user with exactly `roles`."""
     User = get_user_model()
     roles = list(roles)
-    roles_sync()
+    groups = list(Group.objects.filter(name__in=[r.value for r in roles]))
+    if len(groups) != len(set(roles)):
+        # The groups are made by migrate (post_migrate runs roles_sync).
+        raise RuntimeError("role groups are missing: run `manage.py migrate` first")
     user = User.objects.filter(username=username).first()
     if user is not None and not update:
         raise ValueError(f"user {username!r} already exists (pass update=True to reset it)")
@@ -59,7 +62,7 @@ def user_create(
     user.is_staff = is_admin
     user.is_superuser = is_admin
     user.save()
-    user.groups.set(Group.objects.filter(name__in=[r.value for r in roles]))
+    user.groups.set(groups)
     return user
 
 

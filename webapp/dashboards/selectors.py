@@ -17,6 +17,10 @@ from webapp.sandboxes.models import SandboxHost
 from webapp.training.models import TrainingRun
 
 
+def _n(count: int, one: str, many: str) -> str:
+    return one if count == 1 else many
+
+
 @dataclass(frozen=True)
 class Card:
     title: str
@@ -30,12 +34,13 @@ def home_cards(*, user: AbstractBaseUser) -> list[Card]:
     """One card per thing the user can act on, in the order a person would do them."""
     cards: list[Card] = []
     if user.has_perm("episodes.annotate"):
-        mine = Episode.objects.filter(annotator=user)
+        mine = Episode.objects.filter(annotator=user).count()
+        published = Task.objects.filter(is_published=True).count()
         cards.append(
             Card(
                 "Demonstrate a task",
-                Task.objects.filter(is_published=True).count(),
-                "published tasks are ready to demonstrate",
+                published,
+                _n(published, "published task is", "published tasks are") + " ready to demonstrate",
                 reverse("catalog:task_list") + "?published=1",
                 "Browse tasks",
             )
@@ -44,38 +49,41 @@ def home_cards(*, user: AbstractBaseUser) -> list[Card]:
         cards.append(
             Card(
                 "Your demonstrations",
-                mine.count(),
+                mine,
                 f"recorded so far; {sent_back} sent back to you by reviewers",
                 reverse("episodes:episode_list"),
                 "Open your episodes",
             )
         )
     if user.has_perm("reviews.review_episodes"):
+        waiting = reviews_queue(reviewer=user).count()
         cards.append(
             Card(
                 "Review trajectories",
-                reviews_queue(reviewer=user).count(),
-                "trajectories wait in your review queue",
+                waiting,
+                _n(waiting, "trajectory waits", "trajectories wait") + " in your review queue",
                 reverse("reviews:queue"),
                 "Open the queue",
             )
         )
     if user.has_perm("episodes.view_all_episodes"):
+        running = Episode.objects.filter(status=Episode.Status.RUNNING).count()
         cards.append(
             Card(
                 "Rollouts",
-                Episode.objects.filter(status=Episode.Status.RUNNING).count(),
-                "episodes are running now",
+                running,
+                _n(running, "episode is", "episodes are") + " running now",
                 reverse("episodes:episode_list") + "?status=running",
                 "Watch episodes",
             )
         )
     if user.has_perm("training.view_trainingrun"):
+        training = TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING).count()
         cards.append(
             Card(
                 "Training",
-                TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING).count(),
-                "training runs are running",
+                training,
+                _n(training, "training run is", "training runs are") + " running",
                 reverse("training:run_list"),
                 "Follow runs",
             )
@@ -98,7 +106,7 @@ def home_cards(*, user: AbstractBaseUser) -> list[Card]:
             Card(
                 "People",
                 roleless,
-                "active users have no role yet",
+                _n(roleless, "active user has", "active users have") + " no role yet",
                 reverse("admin:auth_user_changelist"),
                 "Manage users",
             )

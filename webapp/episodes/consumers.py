@@ -11,7 +11,8 @@ from webapp.common.live import episode_group
 from webapp.episodes.selectors import episode_visible_to
 
 # Close codes: 4401 not logged in, 4403 may not see this episode (also for one that does not exist,
-# so ids cannot be probed).
+# so ids cannot be probed). The socket is accepted before it is closed: closing during the handshake
+# becomes an HTTP 403 that a browser reports only as 1006, unable to tell "log in" from "not yours".
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 
@@ -22,11 +23,13 @@ class EpisodeStepsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
+            await self.accept()
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         episode_id = int(self.scope["url_route"]["kwargs"]["episode_id"])
         episode = await database_sync_to_async(episode_visible_to)(user=user, episode_id=episode_id)
         if episode is None:
+            await self.accept()
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.group = episode_group(episode_id)
