@@ -12,6 +12,18 @@ from webapp.accounts.roles import Role
 
 PASSWORD = "correct-horse-battery-staple"
 
+# The navigation each persona should see, in order (pages tests and the browser tests both check it).
+NAV = {
+    "annotator": ["Home", "Tasks", "Episodes", "API tokens"],
+    "reviewer": ["Home", "Tasks", "Episodes", "Review queue", "API tokens"],
+    "researcher": ["Home", "Tasks", "Episodes", "Datasets", "Training", "Sandboxes", "API tokens"],
+    "admin": [
+        "Home", "Tasks", "Episodes", "Review queue", "Datasets", "Training", "Sandboxes", "API tokens",
+        "Admin",
+    ],
+    "outsider": ["Home", "API tokens"],
+}  # fmt: skip
+
 
 @dataclass
 class Personas:

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import Browser, Locator, Page, expect
 
-from tests.conftest import Personas
+from tests.conftest import NAV, Personas
 from tests.e2e.conftest import OpenAs
 from tests.factories import make_episode, make_task
 from tests.procs import ROOT
@@ -18,16 +18,6 @@ from webapp.reviews.services import review_assign
 
 pytestmark = pytest.mark.slow
 
-NAV = {
-    "annotator": ["Home", "Tasks", "Episodes", "API tokens"],
-    "reviewer": ["Home", "Tasks", "Episodes", "Review queue", "API tokens"],
-    "researcher": ["Home", "Tasks", "Episodes", "Datasets", "Training", "Sandboxes", "API tokens"],
-    "admin": [
-        "Home", "Tasks", "Episodes", "Review queue", "Datasets", "Training", "Sandboxes", "API tokens",
-        "Admin",
-    ],
-    "outsider": ["Home", "API tokens"],
-}  # fmt: skip
 ROLE_CHIPS = {
     "annotator": ["annotator"],
     "reviewer": ["reviewer"],

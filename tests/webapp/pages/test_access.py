@@ -9,6 +9,7 @@ import pytest
 from django.http import HttpResponse
 from django.urls import reverse
 
+from tests.conftest import NAV
 from tests.factories import make_task
 from tests.webapp.pages.conftest import ClientFor, World
 from tests.webapp.pages.html import count_testid, nav_links, text
@@ -52,16 +53,6 @@ MATRIX: dict[str, tuple[int | str, ...]] = {
     "admin_index":     (ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200,  ADMIN_LOGIN),
 }  # fmt: skip
 
-NAV = {
-    "annotator": ["Home", "Tasks", "Episodes", "API tokens"],
-    "reviewer": ["Home", "Tasks", "Episodes", "Review queue", "API tokens"],
-    "researcher": ["Home", "Tasks", "Episodes", "Datasets", "Training", "Sandboxes", "API tokens"],
-    "admin": [
-        "Home", "Tasks", "Episodes", "Review queue", "Datasets", "Training", "Sandboxes", "API tokens",
-        "Admin",
-    ],
-    "outsider": ["Home", "API tokens"],
-}  # fmt: skip
 
 HOME_CARDS = {
     "annotator": ["Demonstrate a task", "Your demonstrations"],
