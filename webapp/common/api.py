@@ -8,6 +8,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.db.models import Model, QuerySet, TextChoices
 from django.http import HttpRequest
@@ -36,7 +37,7 @@ class BearerToken(HttpBearer):
 class SessionCookie(APIKeyCookie):
     """The browser's logged-in session (CSRF-checked on writes)."""
 
-    param_name = "sessionid"
+    param_name = settings.SESSION_COOKIE_NAME
 
     def _get_key(self, request: HttpRequest) -> str | None:
         # CSRF-check only a logged-in session: a script whose token failed has no session and no
