@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
 import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -16,6 +18,14 @@ import pytest
 from tests.procs import ROOT, free_port
 
 pytestmark = pytest.mark.slow
+
+# A terminal starts run.sh with SIGINT at its default. A test runner started in the background by a
+# non-interactive shell has SIGINT ignored, which run.sh would inherit and could not trap (bash cannot
+# trap a signal ignored on entry), so reset it before exec, as the terminal would have it.
+AS_FROM_A_TERMINAL = (
+    "import os, signal; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv('scripts/run.sh', ['scripts/run.sh'])"
+)
 
 
 def _alive(pid: int) -> bool:
@@ -35,7 +45,8 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
     }
     env.update(PORT=str(port), REDIS_PORT=str(redis_port), FLYWHEEL_VAR_DIR=str(tmp_path / "var"), DEBUG="1")
     proc = subprocess.Popen(
-        ["scripts/run.sh"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [sys.executable, "-c", AS_FROM_A_TERMINAL], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )  # fmt: skip
     output: list[str] = []
@@ -66,10 +77,17 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
         assert "role-admin" in home
     finally:
         os.killpg(proc.pid, signal.SIGINT)
-        rest, _ = proc.communicate(timeout=60)
+        pids = [int(p) for p in re.findall(r"^\[run\] \S+ \(pid (\d+),", "".join(output), re.M)]
+        try:
+            rest, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            # Never leave a platform running behind a failed test.
+            for pid in [proc.pid, *pids]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+            raise
     assert "[run] stopped" in rest
     # Every process run.sh started (redis, web, two workers, beat) and their children are gone.
-    pids = [int(p) for p in re.findall(r"^\[run\] \S+ \(pid (\d+),", "".join(output), re.M)]
     assert len(pids) == 5, output
     time.sleep(0.5)
     assert [p for p in pids if _alive(p)] == []
