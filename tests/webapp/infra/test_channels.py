@@ -18,7 +18,7 @@ from tests.conftest import make_personas
 from tests.factories import make_episode
 from tests.procs import ROOT
 from webapp.asgi import application
-from webapp.common.live import episode_group
+from webapp.common.live import broadcast, broadcast_flush, episode_group
 from webapp.episodes.services import step_record
 
 pytestmark = [pytest.mark.slow]
@@ -113,3 +113,25 @@ def test_a_recorded_step_reaches_a_connected_viewer(transactional_db):
     assert message["type"] == "step.created"
     assert (message["episode"], message["index"], message["thought"]) == (episode.pk, 0, "looking")
     assert episode_group(episode.pk) == f"episode.{episode.pk}"
+
+
+def test_a_failed_broadcast_is_logged_and_later_ones_still_arrive(caplog):
+    group = f"test.{uuid.uuid4().hex}"
+
+    async def listen() -> tuple[object, str]:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(group, channel)
+        return layer, channel
+
+    layer, channel = async_to_sync(listen)()
+    broadcast("bad group name with spaces", "test.event", {"n": 1})  # channels refuses this name
+    broadcast(group, "test.event", {"n": 2})
+    assert broadcast_flush(timeout=10)
+
+    async def receive() -> dict:
+        return await asyncio.wait_for(layer.receive(channel), timeout=10)
+
+    message = async_to_sync(receive)()
+    assert message["payload"] == {"n": 2}
+    assert "live broadcast to bad group name with spaces failed" in caplog.text
