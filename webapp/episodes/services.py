@@ -6,8 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
 from django.utils import timezone
 
 from webapp.catalog.models import Task
@@ -77,12 +76,10 @@ def step_record(
     screenshot_name = blob_store(screenshot_png, kind="screens", ext="png") if screenshot_png else ""
     a11y_name = blob_store(a11y_tree.encode(), kind="a11y", ext="txt") if a11y_tree else ""
     with transaction.atomic():
-        locked = Episode.objects.select_for_update().get(pk=episode.pk)
-        if locked.status != Episode.Status.RUNNING:
-            raise EpisodeStateError(f"episode {episode.pk} is {locked.status}, not running")
+        index = _claim_step_index(episode.pk)
         step = Step.objects.create(
-            episode=locked,
-            index=locked.num_steps,
+            episode_id=episode.pk,
+            index=index,
             actor=actor,
             screenshot=screenshot_name,
             a11y_tree=a11y_name,
@@ -98,13 +95,32 @@ def step_record(
             acted_at=acted_at,
             latency_ms=latency_ms,
         )
-        Episode.objects.filter(pk=locked.pk).update(num_steps=F("num_steps") + 1)
         # robust: a live-view outage is logged, never un-does or fails the persisted step.
         transaction.on_commit(
-            lambda: broadcast(episode_group(locked.pk), "step.created", step_payload(step)), robust=True
+            lambda: broadcast(episode_group(episode.pk), "step.created", step_payload(step)), robust=True
         )
     episode.num_steps = step.index + 1
     return step
+
+
+def _claim_step_index(episode_id: int) -> int:
+    """Take the next step index of a running episode, in one round trip.
+
+    The UPDATE locks the episode row until the transaction ends (so concurrent writers of one
+    episode queue up, as with SELECT FOR UPDATE) and RETURNING gives the new count; a rolled-back
+    step gives its index back. PostgreSQL and SQLite >= 3.35 both support RETURNING.
+    """
+    table = connection.ops.quote_name(Episode._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET num_steps = num_steps + 1 WHERE id = %s AND status = %s RETURNING num_steps",  # noqa: S608
+            [episode_id, Episode.Status.RUNNING],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        status = Episode.objects.filter(pk=episode_id).values_list("status", flat=True).first()
+        raise EpisodeStateError(f"episode {episode_id} is {status or 'missing'}, not running")
+    return int(row[0]) - 1
 
 
 def episode_finish(
