@@ -12,7 +12,8 @@ from ninja.errors import HttpError
 
 from webapp.common.api import ErrorOut, PageIn, api_enum, page_of, require_any_perm
 from webapp.episodes.models import Actor, Episode, Source, Step
-from webapp.episodes.selectors import episode_visible_to, episodes_filtered, steps_of
+from webapp.episodes.responses import screenshot_response
+from webapp.episodes.selectors import episode_visible_to, episodes_filtered, step_with_screenshot, steps_of
 
 router = Router(tags=["episodes"])
 
@@ -155,10 +156,7 @@ def episode_steps(request: HttpRequest, episode_id: int, page: Query[PageIn]) ->
 )
 def episode_step_screenshot(request: HttpRequest, episode_id: int, index: int) -> FileResponse:
     """The PNG screen the actor saw before step `index` (404 if the step has none)."""
-    episode = _visible_episode(request, episode_id)
-    step = steps_of(episode=episode).filter(index=index).first()
-    if step is None or not step.screenshot:
+    step = step_with_screenshot(episode=_visible_episode(request, episode_id), index=index)
+    if step is None:
         raise HttpError(404, f"episode {episode_id} has no screenshot for step {index}")
-    response = FileResponse(step.screenshot.open("rb"), content_type="image/png")
-    response["Cache-Control"] = "private, max-age=31536000, immutable"  # content-addressed bytes
-    return response
+    return screenshot_response(step)

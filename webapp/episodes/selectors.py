@@ -49,3 +49,8 @@ def episodes_filtered(
 def steps_of(*, episode: Episode) -> QuerySet[Step]:
     """The episode's steps in order."""
     return Step.objects.filter(episode=episode).order_by("index")
+
+
+def step_with_screenshot(*, episode: Episode, index: int) -> Step | None:
+    """Step `index` of `episode` if it has a screenshot, else None."""
+    return Step.objects.filter(episode=episode, index=index).exclude(screenshot="").first()

@@ -9,7 +9,8 @@ from django.views.decorators.http import require_GET
 
 from webapp.accounts.access import page_requires
 from webapp.episodes.models import Episode, Source
-from webapp.episodes.selectors import episode_visible_to, episodes_filtered, steps_of
+from webapp.episodes.responses import screenshot_response
+from webapp.episodes.selectors import episode_visible_to, episodes_filtered, step_with_screenshot, steps_of
 
 _MAY_LIST = ("episodes.view_all_episodes", "episodes.annotate", "reviews.review_episodes")
 
@@ -60,10 +61,7 @@ def episode_detail(request: HttpRequest, episode_id: int) -> HttpResponse:
 def step_screenshot(request: HttpRequest, episode_id: int, index: int) -> FileResponse:
     """The screenshot of one step, streamed only to people who may see its episode."""
     episode = episode_visible_to(user=request.user, episode_id=episode_id)
-    step = steps_of(episode=episode).filter(index=index).first() if episode else None
-    if step is None or not step.screenshot:
+    step = step_with_screenshot(episode=episode, index=index) if episode else None
+    if step is None:
         raise Http404("no such screenshot")
-    response = FileResponse(step.screenshot.open("rb"), content_type="image/png")
-    # Content-addressed: the bytes behind this URL never change.
-    response["Cache-Control"] = "private, max-age=31536000, immutable"
-    return response
+    return screenshot_response(step)
