@@ -45,6 +45,14 @@ else
   for _ in $(seq 1 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 
+# The web app and its sandbox host share one secret, generated once and kept in the var dir.
+if [ -z "${SANDBOX_HOST_TOKEN:-}" ]; then
+  [ -s "$VAR/sandbox-host-token" ] || (umask 077; $PY -c "import secrets; print(secrets.token_urlsafe(32))" > "$VAR/sandbox-host-token")
+  SANDBOX_HOST_TOKEN=$(cat "$VAR/sandbox-host-token")
+fi
+export SANDBOX_HOST_TOKEN
+SANDBOX_HOST_PORT=${SANDBOX_HOST_PORT:-8100}
+
 $PY manage.py migrate --no-input -v0
 $PY manage.py seed_demo
 [ "$DEBUG" = 1 ] || $PY manage.py collectstatic --no-input -v0
@@ -53,6 +61,8 @@ start web .venv/bin/daphne -b 127.0.0.1 -p "$PORT" webapp.asgi:application
 start worker-rollouts .venv/bin/celery -A webapp worker -Q rollouts,sandboxes -n "rollouts@%h" --concurrency 2 -l INFO
 start worker-training .venv/bin/celery -A webapp worker -Q training -n "training@%h" --concurrency 1 -l INFO
 start beat .venv/bin/celery -A webapp beat -l INFO -s "$VAR/celerybeat-schedule"
+start sandbox-host $PY -m sandbox_workers.host --bind 127.0.0.1 --port "$SANDBOX_HOST_PORT" \
+  --name "${SANDBOX_HOST_NAME:-local}" --web-url "http://127.0.0.1:$PORT" --var-dir "$VAR/sandbox-host"
 
 for _ in $(seq 1 100); do
   curl -fsS -o /dev/null "http://127.0.0.1:$PORT/accounts/login/" 2>/dev/null && break

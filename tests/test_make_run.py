@@ -13,6 +13,7 @@ import time
 import urllib.parse
 import urllib.request
 
+import psutil
 import pytest
 
 from tests.procs import ROOT, free_port
@@ -30,10 +31,9 @@ AS_FROM_A_TERMINAL = (
 
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    return True
 
 
 def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
@@ -43,13 +43,15 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
         for k, v in os.environ.items()
         if k not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL")
     }
-    env.update(PORT=str(port), REDIS_PORT=str(redis_port), FLYWHEEL_VAR_DIR=str(tmp_path / "var"), DEBUG="1")
+    env.update(PORT=str(port), REDIS_PORT=str(redis_port), FLYWHEEL_VAR_DIR=str(tmp_path / "var"), DEBUG="1",
+               SANDBOX_HOST_PORT=str(free_port()))  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-c", AS_FROM_A_TERMINAL], cwd=ROOT, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )  # fmt: skip
     output: list[str] = []
+    sandbox_pids: list[int] = []
     try:
         deadline = time.monotonic() + 300
         assert proc.stdout is not None
@@ -75,6 +77,24 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
         home = opener.open(request).read().decode()
         assert 'data-testid="username">admin<' in home
         assert "role-admin" in home
+        # The sandbox host registered and warmed its desktop and browser pools.
+        deadline = time.monotonic() + 120
+        while True:
+            page = opener.open(f"{base}/sandboxes/").read().decode()
+            idle = re.findall(r'data-sandbox="([^"]+)".*?status-idle', page, re.S)
+            if (
+                "local" in page
+                and any(s.startswith("desktop-") for s in idle)
+                and any(s.startswith("browser-") for s in idle)
+            ):
+                break
+            assert time.monotonic() < deadline, page
+            time.sleep(1)
+        # Sandbox processes run in sessions of their own (so a restarted host can adopt them):
+        # the process-group check below would miss them, so remember them by ancestry.
+        host_pid = int(re.search(r"^\[run\] sandbox-host \(pid (\d+),", text, re.M).group(1))
+        sandbox_pids = [c.pid for c in psutil.Process(host_pid).children(recursive=True)]
+        assert len(sandbox_pids) >= 4, sandbox_pids
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         pids = [int(p) for p in re.findall(r"^\[run\] \S+ \(pid (\d+),", "".join(output), re.M)]
@@ -87,9 +107,10 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
                     os.killpg(pid, signal.SIGKILL)
             raise
     assert "[run] stopped" in rest
-    # Every process run.sh started (redis, web, two workers, beat) and their children are gone.
-    assert len(pids) == 5, output
+    # Every process run.sh started (redis, web, two workers, beat, sandbox host) and their children are gone.
+    assert len(pids) == 6, output
     time.sleep(0.5)
     assert [p for p in pids if _alive(p)] == []
     groups = subprocess.run(["ps", "-eo", "pgid="], capture_output=True, text=True).stdout.split()
     assert not set(map(str, pids)) & set(groups), "a child of a started process is still running"
+    assert [p for p in sandbox_pids if _alive(p)] == [], "sandbox processes outlived make run"

@@ -66,12 +66,14 @@ def me(request: HttpRequest) -> dict[str, Any]:
 from webapp.catalog.api import router as catalog_router  # noqa: E402
 from webapp.datasets.api import router as datasets_router  # noqa: E402
 from webapp.episodes.api import router as episodes_router  # noqa: E402
+from webapp.sandboxes.api import router as sandboxes_router  # noqa: E402
 from webapp.training.api import router as training_router  # noqa: E402
 
 api.add_router("", catalog_router)
 api.add_router("", episodes_router)
 api.add_router("", datasets_router)
 api.add_router("", training_router)
+api.add_router("", sandboxes_router)
 
 # Last, so it only answers paths no endpoint above matched.
 from webapp.common.api import fallback_router  # noqa: E402

@@ -24,6 +24,7 @@ app.conf.task_routes = {
 }
 app.conf.beat_schedule = {
     "reap-expired-leases": {"task": "webapp.sandboxes.tasks.leases_reap", "schedule": 10.0},
+    "check-sandbox-hosts": {"task": "webapp.sandboxes.tasks.hosts_check", "schedule": 10.0},
     "roll-up-task-stats": {"task": "webapp.catalog.tasks.task_stats_rollup", "schedule": 60.0},
 }
 app.autodiscover_tasks()

@@ -105,6 +105,10 @@ for _db in DATABASES.values():
     _db["ATOMIC_REQUESTS"] = True
 
 # --- Redis: Celery broker and Channels layer --------------------------------------------------------
+# Shared secret between the web app and its sandbox hosts (heartbeats in, host API calls out).
+SANDBOX_HOST_TOKEN = env_str("SANDBOX_HOST_TOKEN", "")
+SANDBOX_HOST_GRACE_SECONDS = env_int("SANDBOX_HOST_GRACE_SECONDS", 30, minimum=1)
+
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
 CHANNEL_LAYERS = {
     "default": {

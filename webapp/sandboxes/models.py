@@ -22,6 +22,9 @@ class SandboxHost(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ONLINE)
     capacity = models.JSONField(default=dict, blank=True, help_text="Per profile: max sandboxes, min idle")
     version = models.CharField(max_length=50, blank=True)
+    report = models.JSONField(
+        default=dict, blank=True, help_text="The last heartbeat's counters, recent errors and lease latency"
+    )
     registered_at = models.DateTimeField(auto_now_add=True)
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
 
@@ -55,6 +58,7 @@ class Sandbox(models.Model):
         LEASED = "leased"
         RESETTING = "resetting"
         UNHEALTHY = "unhealthy"
+        STOPPING = "stopping"
         STOPPED = "stopped"
 
     host = models.ForeignKey(SandboxHost, on_delete=models.CASCADE, related_name="sandboxes")
@@ -64,6 +68,7 @@ class Sandbox(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.STARTING)
     endpoints = models.JSONField(default=dict, blank=True, help_text="Live endpoints: vnc, screencast, …")
     last_error = models.TextField(blank=True)
+    latency = models.JSONField(default=dict, blank=True, help_text="Per operation: n, p50, p95 in ms")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -86,8 +91,12 @@ class Lease(models.Model):
         ACTIVE = "active"
         RELEASED = "released"
         EXPIRED = "expired"
+        BROKEN = "broken"
 
     sandbox = models.ForeignKey(Sandbox, on_delete=models.CASCADE, related_name="leases")
+    external_id = models.CharField(
+        max_length=64, blank=True, db_index=True, help_text="The lease's id on its host"
+    )
     holder = models.CharField(max_length=200, help_text="Who holds it: 'episode:42', 'user:7', a worker id")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="leases"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 from django.db.models import Count, Q, QuerySet
 
 from webapp.sandboxes.models import Lease, Sandbox, SandboxHost
@@ -17,7 +20,12 @@ def hosts_with_counts() -> QuerySet[SandboxHost]:
 
 def sandboxes_list() -> QuerySet[Sandbox]:
     """All sandboxes that are not stopped, with their host."""
-    return Sandbox.objects.select_related("host").exclude(state=Sandbox.State.STOPPED)
+    return (
+        Sandbox.objects.select_related("host")
+        .exclude(state=Sandbox.State.STOPPED)
+        .prefetch_related("leases")
+        .order_by("host__name", "profile", "external_id")
+    )
 
 
 def leases_active() -> QuerySet[Lease]:
@@ -27,3 +35,13 @@ def leases_active() -> QuerySet[Lease]:
         .select_related("sandbox", "user")
         .order_by("expires_at")
     )
+
+
+def host_errors(*, hosts: list[SandboxHost]) -> list[dict[str, Any]]:
+    """Recent errors the hosts reported in their last heartbeats, newest first."""
+    errors = [
+        {**err, "host": h.name, "at": datetime.fromtimestamp(float(err.get("at", 0)), tz=UTC)}
+        for h in hosts
+        for err in (h.report or {}).get("errors", [])
+    ]
+    return sorted(errors, key=lambda e: e["at"], reverse=True)

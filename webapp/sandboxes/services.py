@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
-from webapp.sandboxes.models import Lease, Sandbox
+from sandbox_workers.client import HostClient, HostUnreachable, LeasedSandbox, LeaseInfo
+from sandbox_workers.pool import LeaseNotFound
+from sandbox_workers.pool import SandboxUnavailable as HostUnavailable
+from webapp.sandboxes.models import Lease, Sandbox, SandboxHost
 
 log = logging.getLogger(__name__)
 
@@ -65,3 +73,204 @@ def leases_expire(*, now: datetime | None = None) -> int:
             "leases_expire: expired %d lease(s) in %.1f ms", expired, (time.monotonic() - started) * 1000
         )
     return expired
+
+
+# --- sandbox hosts: heartbeats in, host API calls out ---------------------------------------------
+
+HOST_STATES = {
+    "starting": Sandbox.State.STARTING,
+    "idle": Sandbox.State.IDLE,
+    "leased": Sandbox.State.LEASED,
+    "resetting": Sandbox.State.RESETTING,
+    "stopping": Sandbox.State.STOPPING,
+}
+
+
+def _epoch(value: float) -> datetime:
+    return datetime.fromtimestamp(float(value), tz=UTC)
+
+
+def host_heartbeat(*, report: Mapping[str, Any]) -> SandboxHost:
+    """Register or refresh a host from its heartbeat, and mirror its sandboxes and leases.
+
+    The host is the authority on sandboxes and leases; these rows are a mirror the pages read.
+    A sandbox the host no longer reports is stopped; a lease it no longer reports has ended.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        host, _ = SandboxHost.objects.select_for_update().get_or_create(
+            name=report["name"], defaults={"api_url": report["api_url"]}
+        )
+        host.api_url = report["api_url"]
+        host.version = str(report.get("version", ""))[:50]
+        host.status = SandboxHost.Status.ONLINE
+        host.last_heartbeat_at = now
+        host.capacity = report.get("profiles", {})
+        host.report = {
+            "errors": report.get("errors", [])[-20:],
+            "counters": report.get("counters", {}),
+            "lease_latency_ms": report.get("lease_latency_ms", {}),
+        }
+        host.save()
+
+        seen: dict[str, Sandbox] = {}
+        for item in report.get("sandboxes", []):
+            sandbox, _ = Sandbox.objects.update_or_create(
+                host=host,
+                external_id=item["id"],
+                defaults={
+                    "provider": item["provider"],
+                    "profile": item["profile"],
+                    "state": HOST_STATES.get(item["state"], Sandbox.State.UNHEALTHY),
+                    "endpoints": item.get("endpoints", {}),
+                    "last_error": item.get("last_error", ""),
+                    "latency": item.get("latency_ms", {}),
+                },
+            )
+            seen[sandbox.external_id] = sandbox
+        host.sandboxes.exclude(external_id__in=seen).exclude(state=Sandbox.State.STOPPED).update(
+            state=Sandbox.State.STOPPED
+        )
+
+        reported = {item["id"]: item for item in report.get("leases", [])}
+        # End the leases the host no longer holds first: a sandbox has one active lease at most.
+        for lease in Lease.objects.filter(sandbox__host=host, state=Lease.State.ACTIVE).exclude(
+            external_id__in=reported
+        ):
+            lease.state = Lease.State.EXPIRED if lease.expires_at <= now else Lease.State.RELEASED
+            lease.ended_at = now
+            lease.save(update_fields=["state", "ended_at"])
+        for lease_id, item in reported.items():
+            fields = {
+                "expires_at": _epoch(item["expires_at"]),
+                "heartbeat_at": _epoch(item["heartbeat_at"]),
+            }
+            if item.get("broken"):  # its sandbox may already be gone from the report
+                Lease.objects.filter(external_id=lease_id, state=Lease.State.ACTIVE).update(
+                    state=Lease.State.BROKEN, ended_at=now
+                )
+                continue
+            sandbox = seen.get(item["sandbox_id"])
+            if sandbox is None:
+                continue
+            updated = Lease.objects.filter(external_id=lease_id, state=Lease.State.ACTIVE).update(**fields)
+            if not updated and not Lease.objects.filter(external_id=lease_id).exists():
+                Lease.objects.filter(sandbox=sandbox, state=Lease.State.ACTIVE).update(
+                    state=Lease.State.RELEASED, ended_at=now
+                )
+                Lease.objects.create(
+                    sandbox=sandbox,
+                    external_id=lease_id,
+                    holder=item["holder"],
+                    acquired_at=_epoch(item["acquired_at"]),
+                    **{"state": Lease.State.ACTIVE, "ended_at": None, **fields},
+                )
+    return host
+
+
+def hosts_mark_offline(*, now: datetime | None = None) -> int:
+    """Hosts silent for longer than the grace period go offline; returns how many."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.SANDBOX_HOST_GRACE_SECONDS)
+    stale = SandboxHost.objects.filter(status=SandboxHost.Status.ONLINE).filter(
+        Q(last_heartbeat_at__lt=cutoff) | Q(last_heartbeat_at__isnull=True)
+    )
+    count = stale.update(status=SandboxHost.Status.OFFLINE)
+    if count:
+        log.warning("hosts_mark_offline: %d host(s) stopped heartbeating", count)
+    return count
+
+
+def host_client(host: SandboxHost, *, timeout: float = 60.0) -> HostClient:
+    """A client for `host`'s API with this web app's host token."""
+    if not settings.SANDBOX_HOST_TOKEN:
+        raise SandboxUnavailable("SANDBOX_HOST_TOKEN is not set: this web app cannot talk to sandbox hosts")
+    return HostClient(host.api_url, settings.SANDBOX_HOST_TOKEN, timeout=timeout)
+
+
+def sandbox_lease(
+    *, profile: str, holder: str, ttl_s: float = 300, user: Any = None, wait_s: float = 0
+) -> tuple[Lease, LeasedSandbox]:
+    """Lease a warm sandbox of `profile` from whichever live host has one idle.
+
+    Hosts with the most idle sandboxes of the profile are tried first; a host that turns out to
+    be full or unreachable is skipped. Raises SandboxUnavailable naming what was tried.
+    """
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.SANDBOX_HOST_GRACE_SECONDS)
+    hosts = (
+        SandboxHost.objects.filter(status=SandboxHost.Status.ONLINE, last_heartbeat_at__gte=cutoff)
+        .annotate(
+            idle=Count("sandboxes", filter=Q(sandboxes__profile=profile, sandboxes__state=Sandbox.State.IDLE))
+        )
+        .order_by("-idle", "name")
+    )
+    tried = []
+    for host in hosts:
+        if profile not in (host.capacity or {}):
+            continue
+        client = host_client(host)
+        try:
+            leased = client.acquire(
+                profile, holder=holder, ttl_s=ttl_s, wait_s=wait_s if host.idle == 0 else 0
+            )
+        except (HostUnavailable, HostUnreachable) as exc:
+            client.close()
+            tried.append(f"{host.name}: {exc}")
+            continue
+        with transaction.atomic():
+            sandbox, _ = Sandbox.objects.get_or_create(
+                host=host,
+                external_id=leased.info.sandbox_id,
+                defaults={"provider": leased.info.provider, "profile": profile},
+            )
+            Lease.objects.filter(sandbox=sandbox, state=Lease.State.ACTIVE).update(
+                state=Lease.State.RELEASED, ended_at=now
+            )
+            Sandbox.objects.filter(pk=sandbox.pk).update(state=Sandbox.State.LEASED)
+            lease = Lease.objects.create(
+                sandbox=sandbox,
+                external_id=leased.info.id,
+                holder=holder,
+                user=user,
+                acquired_at=now,
+                heartbeat_at=now,
+                expires_at=_epoch(leased.info.expires_at),
+            )
+        return lease, leased
+    reason = "; ".join(tried) or "no live host serves this profile"
+    raise SandboxUnavailable(f"no '{profile}' sandbox available: {reason}")
+
+
+def lease_end(*, lease: Lease, recycle: bool = False) -> None:
+    """Release `lease` on its host (reset, or replace with `recycle`) and mark the row released."""
+    # LeaseNotFound: the host already ended it (expired, or the sandbox died).
+    with host_client(lease.sandbox.host) as client, contextlib.suppress(LeaseNotFound):
+        client.lease(lease_info(lease)).release(recycle=recycle)
+    Lease.objects.filter(pk=lease.pk, state=Lease.State.ACTIVE).update(
+        state=Lease.State.RELEASED, ended_at=timezone.now()
+    )
+
+
+def lease_info(lease: Lease) -> LeaseInfo:
+    """What a host client needs to act under a lease row."""
+    return LeaseInfo(
+        id=lease.external_id,
+        sandbox_id=lease.sandbox.external_id,
+        profile=lease.sandbox.profile,
+        provider=lease.sandbox.provider,
+        expires_at=lease.expires_at.timestamp(),
+        endpoints=lease.sandbox.endpoints,
+    )
+
+
+def sandbox_admin(*, sandbox: Sandbox, action: str) -> None:
+    """Reset or kill a sandbox on its host (an admin's button); a holder's lease ends."""
+    if action not in ("reset", "kill"):
+        raise ValueError(f"unknown sandbox action {action!r}; valid: reset, kill")
+    with host_client(sandbox.host) as client:
+        if action == "reset":
+            client.reset_sandbox(sandbox.external_id)
+        else:
+            client.kill_sandbox(sandbox.external_id)
+    log.info("sandbox %s: %s by an administrator", sandbox, action)

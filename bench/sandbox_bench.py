@@ -1,0 +1,267 @@
+"""Sandbox benchmark: step latency, lease, cold start, reset, concurrency, and an OSWorld-style baseline.
+
+    .venv/bin/python bench/sandbox_bench.py            # the full run (≈ 3 minutes)
+    .venv/bin/python bench/sandbox_bench.py --quick    # fewer steps, 8 concurrent sandboxes
+
+Every figure is measured in this run on this machine; the baseline (bench/osworld_baseline.py: an
+HTTP server beside the display that starts a new Python process per action and returns a PNG) runs
+on the same display, so the ratio compares like with like. Targets: ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent_core.actions import Click, Type  # noqa: E402
+from sandbox_workers.base import Profile  # noqa: E402
+from sandbox_workers.pool import Pool, PoolConfig  # noqa: E402
+from sandbox_workers.providers.xdesktop import XDesktopProvider  # noqa: E402
+from sandbox_workers.stats import percentile  # noqa: E402
+
+W, H = 1280, 720
+PROFILE = Profile(name="bench", provider="xdesktop", width=W, height=H, options={"apps": ["xterm"]})
+
+
+def ms(values: list[float]) -> str:
+    return f"p50 {percentile(values, 50):7.1f} ms   p95 {percentile(values, 95):7.1f} ms   (n={len(values)})"
+
+
+def timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1000
+
+
+def step_actions(i: int) -> object:
+    # Alternate a click in the terminal and one typed character: both change the screen.
+    return Click(x=200 + (i * 37) % 800, y=200 + (i * 53) % 300) if i % 2 else Type(content="x")
+
+
+def bench_direct(root: Path, steps: int) -> tuple[XDesktopProvider, dict[str, float]]:
+    cold = []
+    for i in range(3):
+        p = XDesktopProvider(sandbox_id=f"cold{i}", profile=PROFILE, root=root / f"cold{i}")
+        p.slot = 900 + i
+        cold.append(timed(p.start))
+        if i < 2:
+            p.stop()
+    provider = p
+    print(f"cold start (Xvfb + x11vnc + openbox + xterm, confined)       {ms(cold)}")
+    for i in range(10):  # warm up
+        provider.act(step_actions(i))  # type: ignore[arg-type]
+        provider.observe()
+    png = [
+        timed(lambda i=i: (provider.act(step_actions(i)), provider.observe(fmt="png"))) for i in range(steps)
+    ]
+    jpg = [
+        timed(lambda i=i: (provider.act(step_actions(i)), provider.observe(fmt="jpeg"))) for i in range(steps)
+    ]
+    obs = [timed(lambda: provider.observe(fmt="png")) for _ in range(steps)]
+    print(f"step, act + fresh PNG screenshot, in process                  {ms(png)}")
+    print(f"step, act + fresh JPEG screenshot, in process                 {ms(jpg)}")
+    print(f"observe only (PNG)                                            {ms(obs)}")
+    resets = [timed(provider.reset) for _ in range(10)]
+    print(f"reset (kill apps, wipe workspace, restart WM + xterm)         {ms(resets)}")
+    return provider, {
+        "step_png_p50": percentile(png, 50),
+        "step_png_p95": percentile(png, 95),
+        "step_jpeg_p50": percentile(jpg, 50),
+        "reset_p50": percentile(resets, 50),
+        "cold_p50": percentile(cold, 50),
+    }
+
+
+def bench_baseline(provider: XDesktopProvider, steps: int) -> dict[str, float]:
+    display = provider.endpoints()["display"]
+    port = free_port()
+    env = {**os.environ, "DISPLAY": display}
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench/osworld_baseline.py"), str(port)], env=env)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            for _ in range(100):
+                try:
+                    http.get("/screenshot")
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+            lat = []
+            for i in range(steps):
+                x, y = 200 + (i * 37) % 800, 200 + (i * 53) % 300
+                started = time.perf_counter()
+                r = http.post("/execute", json={"command": f"pyautogui.click({x}, {y})"})
+                assert r.json()["returncode"] == 0, r.text
+                png = http.get("/screenshot").content
+                assert png[:4] == b"\x89PNG"
+                lat.append((time.perf_counter() - started) * 1000)
+    finally:
+        server.terminate()
+        server.wait()
+    print(f"OSWorld-style step (new process per action + PNG), no 2 s pause {ms(lat)}")
+    return {"baseline_p50": percentile(lat, 50), "baseline_p95": percentile(lat, 95)}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bench_host(var: Path, steps: int) -> dict[str, float]:
+    """Lease latency and step latency through the host service's HTTP API."""
+    from sandbox_workers.client import HostClient
+
+    token = "bench-token-0123456789abcdef"  # noqa: S105 (a throwaway host of this run)
+    port = free_port()
+    profiles = {
+        "desktop": {"provider": "xdesktop", "min_idle": 3, "max_total": 4, "options": {"apps": ["xterm"]}}
+    }
+    env = {**os.environ, "SANDBOX_HOST_TOKEN": token}
+    log = open(var / "host.log", "wb")  # noqa: SIM115
+    host = subprocess.Popen(
+        [sys.executable, "-m", "sandbox_workers.host", "--port", str(port), "--name", "bench",
+         "--var-dir", str(var / "host"), "--profiles", json.dumps(profiles), "--slot-base", "700"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        with HostClient(f"http://127.0.0.1:{port}", token) as client:
+            wait_idle(client, 3)
+            leases = []
+            for _ in range(20):
+                wait_idle(client, 3)
+                started = time.perf_counter()
+                sb = client.acquire("desktop", holder="bench", ttl_s=60)
+                leases.append((time.perf_counter() - started) * 1000)
+                sb.release()
+            sb = client.acquire("desktop", holder="bench", ttl_s=300)
+            for i in range(10):
+                sb.act(step_actions(i))  # type: ignore[arg-type]
+            http_steps = [timed(lambda i=i: sb.act(step_actions(i))) for i in range(steps)]  # type: ignore[arg-type]
+            sb.release()
+            status = client.status()
+    finally:
+        host.terminate()
+        host.wait(timeout=60)
+        log.close()
+    print(f"lease from the warm pool, over HTTP (client round trip)      {ms(leases)}")
+    inside = status["lease_latency_ms"]["all"]["p50"]
+    print(f"lease inside the pool (host's own measure)                   p50 {inside:7.1f} ms")
+    print(f"step over HTTP: act + PNG screenshot in the same response    {ms(http_steps)}")
+    return {"lease_http_p50": percentile(leases, 50), "step_http_p50": percentile(http_steps, 50)}
+
+
+def wait_idle(client: object, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while client.status()["profiles"]["desktop"]["states"]["idle"] < n:  # type: ignore[attr-defined]
+        if time.monotonic() > deadline:
+            raise TimeoutError("pool did not warm up")
+        time.sleep(0.05)
+
+
+def bench_concurrency(root: Path, n: int, seconds: float) -> dict[str, float]:
+    """Start n desktops, then step all of them at once from n threads for `seconds`."""
+    cfg = PoolConfig(profile=PROFILE, min_idle=n, max_total=n)
+    mem_before = psutil.virtual_memory().used
+
+    async def start() -> Pool:
+        pool = Pool([cfg], root, slot_base=100)
+        await pool.start()
+        await pool.wait_warm(timeout=600)
+        return pool
+
+    loop = asyncio.new_event_loop()
+    started = time.perf_counter()
+    pool = loop.run_until_complete(start())
+    boot_s = time.perf_counter() - started
+    mem_per = (psutil.virtual_memory().used - mem_before) / n / 2**20
+    providers = [m.provider for m in pool.sandboxes.values()]
+    counts = [0] * len(providers)
+    lat: list[float] = []
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+
+    def run(k: int) -> None:
+        p = providers[k]
+        i = 0
+        while time.monotonic() < stop_at:
+            t = timed(lambda i=i: (p.act(step_actions(i)), p.observe(fmt="png")))  # type: ignore[arg-type]
+            with lock:
+                lat.append(t)
+            counts[k] += 1
+            i += 1
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(providers))]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    total = sum(counts)
+    print(f"{len(providers)} desktops started in {boot_s:.1f} s, ≈{mem_per:.0f} MiB each")
+    print(
+        f"{len(providers)} desktops stepping at once: {total / elapsed:.0f} steps/s in all, "
+        f"{min(counts) / elapsed:.1f}–{max(counts) / elapsed:.1f} steps/s each, {ms(lat)}"
+    )
+    loop.run_until_complete(pool.shutdown())
+    loop.close()
+    return {"concurrent": float(len(providers)), "concurrent_steps_per_s": total / elapsed,
+            "concurrent_min_each": min(counts) / elapsed}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps and 8 concurrent desktops")
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    steps = 60 if args.quick else 300
+    n = 8 if args.quick else args.concurrency
+    print(
+        f"sandbox bench on {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, {W}x{H}\n"
+    )
+    tmp = Path(tempfile.mkdtemp(prefix="sandbox-bench-"))
+    try:
+        provider, direct = bench_direct(tmp / "direct", steps)
+        base = bench_baseline(provider, 30 if args.quick else 60)
+        provider.stop()
+        host = bench_host(tmp, steps // 2)
+        conc = bench_concurrency(tmp / "many", n, 10 if args.quick else 20)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    ratio_direct = base["baseline_p50"] / direct["step_png_p50"]
+    ratio_http = base["baseline_p50"] / host["step_http_p50"]
+    print(
+        f"speed-up over the OSWorld-style step (p50): {ratio_direct:.0f}x in process, "
+        f"{ratio_http:.0f}x over HTTP"
+    )
+    print("targets: step p50 <= 15 ms | lease p50 <= 50 ms | reset <= 1 s | >= 32 desktops stepping at once")
+    print(
+        f"measured: step p50 {direct['step_png_p50']:.1f} ms (HTTP {host['step_http_p50']:.1f} ms) | "
+        f"lease p50 {host['lease_http_p50']:.1f} ms | reset p50 {direct['reset_p50']:.0f} ms | "
+        f"{conc['concurrent']:.0f} desktops at {conc['concurrent_steps_per_s']:.0f} steps/s"
+    )
+    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

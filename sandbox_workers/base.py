@@ -1,0 +1,242 @@
+"""The one interface every sandbox provider implements, and the data it exchanges.
+
+A provider instance is one sandbox. Its methods are synchronous and are only ever called from that
+sandbox's own worker thread (the pool guarantees it), so a provider needs no locks of its own; the
+one exception is `health()`, which the pool's checker calls from its own thread and which must
+therefore only read (poll processes, look at a connection flag).
+Failures of the machinery (a dead X server, a crashed browser, a vanished device) raise `EnvError`;
+rollouts record them as `env_error`, never as the agent's failure.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from agent_core.actions import Action
+
+ImageFormat = Literal["png", "jpeg"]
+
+
+class SandboxError(Exception):
+    """Base of the sandbox layer's errors."""
+
+
+class EnvError(SandboxError):
+    """The sandbox's machinery failed (a process died, a device vanished): not the agent's fault."""
+
+
+class ActionUnsupported(SandboxError):
+    """The provider cannot perform this action (a mobile action on a desktop, say)."""
+
+
+class OperationUnsupported(SandboxError):
+    """The provider cannot do this operation at all (snapshot on a device, say)."""
+
+
+class SandboxPathError(SandboxError):
+    """A file path leaves the sandbox's workspace or does not exist."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What kind of sandbox to build: the pool keeps sandboxes per profile."""
+
+    name: str
+    provider: str
+    width: int = 1280
+    height: int = 720
+    network: bool = False
+    """Whether the sandbox may reach any network (its own loopback always works)."""
+    memory_mb: int = 2048
+    """Memory limit for everything in the sandbox (cgroup where the host may make one)."""
+    max_pids: int = 512
+    """Process limit for everything in the sandbox."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Provider-specific settings (apps to start, android serial, …)."""
+
+
+@dataclass(frozen=True)
+class Screenshot:
+    """An encoded screen capture."""
+
+    data: bytes
+    format: ImageFormat
+    width: int
+    height: int
+    captured_at: float = field(default_factory=time.time)
+
+    @property
+    def content_type(self) -> str:
+        """The MIME type of `data`."""
+        return "image/png" if self.format == "png" else "image/jpeg"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the agent sees after a step."""
+
+    screenshot: Screenshot
+    a11y: str | None = None
+    """Accessibility tree (text) where the provider gives one and it was asked for."""
+    dom: str | None = None
+    """DOM snapshot (browser sandboxes)."""
+    info: Mapping[str, Any] = field(default_factory=dict)
+    """Provider extras: url, title, MiniWoB reward and utterance, …"""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """A finished command run inside the sandbox."""
+
+    exit_code: int | None
+    """None when it was killed for running past its timeout."""
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool
+    """Whether the output went past the cap and was cut."""
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class Health:
+    """The outcome of a health check: ok, or what is wrong."""
+
+    ok: bool
+    detail: str = ""
+    processes: Mapping[str, bool] = field(default_factory=dict)
+    """Process name → alive, for the providers that own processes."""
+
+
+class Provider(ABC):
+    """One sandbox. Subclasses register with `@register_provider("name")`."""
+
+    name: ClassVar[str] = ""
+    supports_snapshot: ClassVar[bool] = False
+    slot: int = 0
+    """A small number unique among the live sandboxes of this host (the pool sets it before `start`);
+    providers derive per-sandbox resources from it (an unprivileged uid, say)."""
+
+    def __init__(self, *, sandbox_id: str, profile: Profile, root: Path) -> None:
+        self.sandbox_id = sandbox_id
+        self.profile = profile
+        self.root = root
+        """A directory owned by this sandbox on the host (workspace, logs, state)."""
+
+    # --- lifecycle ---
+    @abstractmethod
+    def start(self) -> None:
+        """Bring the sandbox up; raise EnvError if it cannot."""
+
+    @abstractmethod
+    def health(self) -> Health:
+        """A cheap liveness check (called often; must not take more than a few ms)."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Return to the profile's clean state, keeping what is expensive to start where it can."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop everything the sandbox runs; safe to call twice and on a half-started sandbox."""
+
+    # --- stepping ---
+    @abstractmethod
+    def observe(self, *, fmt: ImageFormat = "png", a11y: bool = False, quality: int = 80) -> Observation:
+        """Capture the screen now (and the a11y tree / DOM if asked)."""
+
+    @abstractmethod
+    def act(self, action: Action) -> None:
+        """Perform one structured action; returns once the input is delivered and the screen settled."""
+
+    # --- shell and files ---
+    @abstractmethod
+    def exec(
+        self, command: str | Sequence[str], *, timeout: float = 30.0, output_cap: int = 65536
+    ) -> ExecResult:
+        """Run a command in the sandbox (a string goes to its shell), with a timeout and output cap."""
+
+    @abstractmethod
+    def put_file(self, path: str, data: bytes) -> None:
+        """Write `data` to `path` in the sandbox (relative paths are in the workspace)."""
+
+    @abstractmethod
+    def get_file(self, path: str) -> bytes:
+        """Read `path` from the sandbox."""
+
+    # --- optional ---
+    def snapshot(self) -> bytes:
+        """An opaque blob that `restore` takes back; providers that cannot raise OperationUnsupported."""
+        raise OperationUnsupported(f"{self.name} sandboxes cannot snapshot")
+
+    def restore(self, blob: bytes) -> None:
+        """Return to a snapshot taken with `snapshot`."""
+        raise OperationUnsupported(f"{self.name} sandboxes cannot restore")
+
+    extensions: ClassVar[frozenset[str]] = frozenset()
+    """Names `call` accepts: provider-specific typed operations (goto, miniwob_start, virtual_time, …)."""
+
+    def call(self, method: str, params: Mapping[str, Any]) -> Any:
+        """A provider-specific operation on JSON; an unknown name raises, listing the valid ones."""
+        valid = ", ".join(sorted(self.extensions)) or "none"
+        raise OperationUnsupported(f"{self.name} sandboxes have no operation {method!r}; valid: {valid}")
+
+    def pids(self) -> list[int]:
+        """Every host process id that belongs to this sandbox (for orphan checks); [] if it owns none."""
+        return []
+
+    def endpoints(self) -> dict[str, Any]:
+        """Live endpoints on the host (VNC port, …) for the live view."""
+        return {}
+
+    def start_screencast(self, on_frame: Callable[[bytes], None], *, max_fps: float = 10.0) -> None:
+        """Call `on_frame(jpeg_bytes)` with screen frames until `stop_screencast`."""
+        raise OperationUnsupported(f"{self.name} sandboxes have no screencast")
+
+    def stop_screencast(self) -> None:
+        """Stop the frames started by `start_screencast`."""
+        return
+
+    # --- surviving a host restart ---
+    def state(self) -> dict[str, Any]:
+        """What a restarted host needs to find this sandbox again (JSON); {} if it cannot."""
+        return {}
+
+    @classmethod
+    def adopt(cls, *, sandbox_id: str, profile: Profile, root: Path, state: Mapping[str, Any]) -> Provider:
+        """Reattach to a sandbox a previous host process started; raise EnvError if it is gone."""
+        raise EnvError(f"{cls.name} sandboxes cannot be adopted after a host restart")
+
+    @classmethod
+    def cleanup(cls, *, root: Path, state: Mapping[str, Any]) -> None:
+        """Kill whatever a lost sandbox left running (after a failed adopt)."""
+        return
+
+
+PROVIDERS: dict[str, type[Provider]] = {}
+
+
+def register_provider(name: str) -> Callable[[type[Provider]], type[Provider]]:
+    """Class decorator adding a provider to the registry under `name`."""
+
+    def deco(cls: type[Provider]) -> type[Provider]:
+        cls.name = name
+        PROVIDERS[name] = cls
+        return cls
+
+    return deco
+
+
+def provider_class(name: str) -> type[Provider]:
+    """The provider registered as `name`; raises with the valid names."""
+    import sandbox_workers.providers  # noqa: F401  (registers the built-in providers)
+
+    try:
+        return PROVIDERS[name]
+    except KeyError:
+        raise SandboxError(f"unknown provider {name!r}; valid: {', '.join(sorted(PROVIDERS))}") from None

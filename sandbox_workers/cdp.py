@@ -1,0 +1,631 @@
+"""Playwright and Chromium plumbing shared by the browser sandboxes.
+
+- `PlaywrightLoop`: one asyncio thread and one Playwright driver for all browser sandboxes. Provider
+  methods run on their sandboxes' own worker threads; Playwright's async objects belong to the loop
+  thread. `run(coro_fn, timeout=…)` submits a coroutine with `asyncio.run_coroutine_threadsafe` and
+  waits for it, so CDP events (screencast frames, virtual-time budgets) keep flowing while a worker
+  waits. It starts on first use and shuts down at interpreter exit, after the sandboxes registered
+  with `on_shutdown` have stopped.
+- `prepare_launch` / `BrowserProcs`: the wrapper script Playwright runs as "Chromium" (confined with
+  bubblewrap, in the sandbox's cgroup, as its uid) and the process tree it starts.
+- `playwright_key`, `perform_action`, `Screencast`, `VirtualClock`: key names, actions, live frames,
+  virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import base64
+import concurrent.futures
+import contextlib
+import logging
+import os
+import shlex
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import psutil
+from playwright.async_api import CDPSession, Page, Playwright, async_playwright
+
+from agent_core import actions as A
+from sandbox_workers import confine, miniwob
+from sandbox_workers.base import EnvError, Profile
+from sandbox_workers.confine import SandboxCgroup
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class LoopTimeout(TimeoutError):
+    """A coroutine submitted to the loop did not finish within its timeout (it was cancelled)."""
+
+
+class PlaywrightLoop:
+    """A daemon thread running an asyncio loop with a started Playwright driver."""
+
+    _instance: PlaywrightLoop | None = None
+    _instance_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name="playwright-loop", daemon=True)
+        self._playwright: Playwright | None = None
+        self._shutdown_hooks: list[Callable[[], None]] = []
+        self._closed = False
+        self._thread.start()
+
+    @classmethod
+    def get(cls) -> PlaywrightLoop:
+        """The process-wide loop, started (with its Playwright driver) on first use."""
+        with cls._instance_lock:
+            if cls._instance is None or cls._instance._closed:
+                inst = cls()
+                try:
+                    inst._playwright = inst.run(lambda: async_playwright().start(), timeout=60)
+                except BaseException:
+                    inst._stop_loop()
+                    raise
+                cls._instance = inst
+                atexit.register(inst.shutdown)
+            return cls._instance
+
+    @property
+    def playwright(self) -> Playwright:
+        """The started Playwright object (only to be used inside coroutines run on this loop)."""
+        assert self._playwright is not None
+        return self._playwright
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+        # Let cancelled tasks finish their cleanup before the loop is closed.
+        pending = asyncio.all_tasks(self._loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self._loop.close()
+
+    def in_loop_thread(self) -> bool:
+        """Whether the caller is the loop thread itself (where `run` would deadlock)."""
+        return threading.current_thread() is self._thread
+
+    def run(self, coro_fn: Callable[[], Awaitable[T]], *, timeout: float) -> T:
+        """Run `coro_fn()` on the loop and return its result; cancel it after `timeout` seconds.
+
+        Raises LoopTimeout on timeout, and whatever the coroutine raised otherwise.
+        """
+        if self.in_loop_thread():
+            raise RuntimeError("PlaywrightLoop.run called from the loop thread (would deadlock)")
+        if self._closed:
+            raise RuntimeError("the Playwright loop has been shut down")
+
+        async def wrapper() -> T:
+            return await coro_fn()
+
+        fut = asyncio.run_coroutine_threadsafe(wrapper(), self._loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise LoopTimeout(f"browser operation timed out after {timeout:g}s") from None
+
+    def on_shutdown(self, hook: Callable[[], None]) -> None:
+        """Call `hook()` (from the exiting thread, before the driver stops) at shutdown."""
+        self._shutdown_hooks.append(hook)
+
+    def remove_shutdown_hook(self, hook: Callable[[], None]) -> None:
+        """Forget a hook added with `on_shutdown` (a stopped sandbox)."""
+        with contextlib.suppress(ValueError):
+            self._shutdown_hooks.remove(hook)
+
+    def shutdown(self) -> None:
+        """Close the registered sandboxes, stop the Playwright driver and the loop thread; idempotent."""
+        if self._closed:
+            return
+        for hook in list(reversed(self._shutdown_hooks)):
+            try:
+                hook()
+            except Exception:  # one sandbox failing to stop must not keep the others running
+                log.exception("browser shutdown hook failed")
+        self._shutdown_hooks.clear()
+        if self._playwright is not None:
+            pw = self._playwright
+            try:
+                self.run(pw.stop, timeout=10)
+            except Exception:
+                log.warning("stopping the Playwright driver failed", exc_info=True)
+            self._playwright = None
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._closed = True
+        if not self._loop.is_closed():  # queued even before run_forever starts, so never lost
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if not self.in_loop_thread():
+            self._thread.join(timeout=10)
+
+
+# --- key names ------------------------------------------------------------------------------------
+
+_KEYS: dict[str, str] = {
+    "enter": "Enter", "return": "Enter", "\n": "Enter", "esc": "Escape", "escape": "Escape",
+    "tab": "Tab", "space": "Space", " ": "Space", "backspace": "Backspace", "delete": "Delete",
+    "del": "Delete", "insert": "Insert", "home": "Home", "end": "End",
+    "pageup": "PageUp", "pgup": "PageUp", "page_up": "PageUp",
+    "pagedown": "PageDown", "pgdn": "PageDown", "page_down": "PageDown",
+    "up": "ArrowUp", "down": "ArrowDown", "left": "ArrowLeft", "right": "ArrowRight",
+    "arrowup": "ArrowUp", "arrowdown": "ArrowDown", "arrowleft": "ArrowLeft", "arrowright": "ArrowRight",
+    "ctrl": "Control", "control": "Control", "ctrlleft": "Control", "ctrlright": "Control",
+    "alt": "Alt", "option": "Alt", "altleft": "Alt", "altright": "Alt",
+    "shift": "Shift", "shiftleft": "Shift", "shiftright": "Shift",
+    "cmd": "Meta", "command": "Meta", "meta": "Meta", "win": "Meta", "super": "Meta",
+    "capslock": "CapsLock", "numlock": "NumLock", "scrolllock": "ScrollLock",
+    "printscreen": "PrintScreen", "prtsc": "PrintScreen", "pause": "Pause", "contextmenu": "ContextMenu",
+    "apps": "ContextMenu", "plus": "+", "minus": "-", "add": "+", "subtract": "-",
+}  # fmt: skip
+
+
+SCROLL_NOTCH_PX = 100
+"""Pixels per scroll notch (Chromium's own wheel step)."""
+
+
+class KeyNameError(ValueError):
+    """A key name that maps to no key."""
+
+
+def playwright_key(name: str) -> str:
+    """Map a UI-TARS / pyautogui key name ("enter", "ctrl", "pgdn", "f5", "a") to Playwright's."""
+    if not isinstance(name, str) or not name:
+        raise KeyNameError(f"empty key name {name!r}")
+    low = name.strip().lower() if name.strip() else name
+    if low in _KEYS:
+        return _KEYS[low]
+    if len(name) == 1:  # a character: Playwright types it (uppercase implies Shift)
+        return name
+    if low[0] == "f" and low[1:].isdigit() and 1 <= int(low[1:]) <= 24:
+        return f"F{int(low[1:])}"
+    if low.startswith("num") and low[3:].isdigit() and len(low) == 4:  # pyautogui's num0 … num9
+        return f"Numpad{low[3]}"
+    # Playwright's own names (ArrowUp, KeyA, Digit1, …) pass through unchanged.
+    if name[0].isupper() and name.isalnum():
+        return name
+    raise KeyNameError(f"unknown key name {name!r}")
+
+
+async def perform_action(page: Page, a: A.Action, keys: list[str], clock: VirtualClock | None) -> None:
+    """Do one GUI action with `page`'s mouse and keyboard; `keys` are the action's keys, already mapped."""
+    mouse, kb = page.mouse, page.keyboard
+    if isinstance(a, A.Click):
+        await mouse.click(a.x, a.y)
+    elif isinstance(a, A.LeftDouble):
+        await mouse.dblclick(a.x, a.y)
+    elif isinstance(a, A.RightSingle):
+        await mouse.click(a.x, a.y, button="right")
+    elif isinstance(a, A.Hover):
+        await mouse.move(a.x, a.y)
+    elif isinstance(a, A.Drag):
+        await mouse.move(a.x1, a.y1)
+        await mouse.down()
+        await mouse.move(a.x2, a.y2, steps=10)  # intermediate moves: drag handlers need them
+        await mouse.up()
+    elif isinstance(a, A.Scroll):
+        px = SCROLL_NOTCH_PX * a.amount
+        dx, dy = {"up": (0, -px), "down": (0, px), "left": (-px, 0), "right": (px, 0)}[a.direction]
+        await mouse.move(a.x, a.y)
+        await mouse.wheel(dx, dy)
+    elif isinstance(a, A.Hotkey):
+        # ctrl+C means ctrl+c (as in pyautogui): an uppercase letter would add Shift.
+        keys = [k.lower() if len(k) == 1 and len(keys) > 1 else k for k in keys]
+        for k in keys:
+            await kb.down(k)
+        for k in reversed(keys):
+            await kb.up(k)
+    elif isinstance(a, A.Press):
+        await kb.press(keys[0])
+    elif isinstance(a, A.KeyDown):
+        await kb.down(keys[0])
+    elif isinstance(a, A.KeyUp):
+        await kb.up(keys[0])
+    elif isinstance(a, A.Type):
+        text = a.content[:-1] if a.submits else a.content
+        if text:
+            await kb.type(text)
+        if a.submits:
+            await kb.press("Enter")
+    elif isinstance(a, A.Wait):
+        if clock is not None and clock.mode == "paused":
+            await clock.advance(float(a.seconds) * 1000.0)  # a frozen page waits in page time
+        else:
+            await asyncio.sleep(float(a.seconds))
+    else:
+        raise ValueError(f"not a browser GUI action: {a.kind}")
+
+
+# --- screencast relay -----------------------------------------------------------------------------
+
+
+class FrameRelay:
+    """Hands frames to a consumer on its own thread, at most `max_fps`, newest frame wins.
+
+    CDP frames arrive on the loop thread, which every browser sandbox shares, so the consumer's
+    callback must never run there: a slow consumer would stall all sandboxes. A slow consumer here
+    only loses intermediate frames.
+    """
+
+    def __init__(self, on_frame: Callable[[bytes], None], max_fps: float, name: str) -> None:
+        self.on_frame = on_frame
+        self.interval = 1.0 / max(0.1, min(float(max_fps), 60.0))
+        self._cond = threading.Condition()
+        self._latest: bytes | None = None
+        self._stopped = False
+        self.delivered = 0
+        self._thread = threading.Thread(target=self._run, name=f"screencast-{name}", daemon=True)
+        self._thread.start()
+
+    def push(self, frame: bytes) -> None:
+        """Offer a frame (any thread); it replaces one not yet delivered."""
+        with self._cond:
+            self._latest = frame
+            self._cond.notify()
+
+    def _run(self) -> None:
+        next_at = 0.0
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopped:
+                        return
+                    delay = next_at - time.monotonic()
+                    if self._latest is not None and delay <= 0:
+                        break
+                    # Wait for a frame, or out the rate limit (a newer frame meanwhile replaces this one).
+                    self._cond.wait(delay if self._latest is not None else None)
+                frame, self._latest = self._latest, None
+            next_at = time.monotonic() + self.interval
+            try:
+                self.on_frame(frame)
+                self.delivered += 1
+            except Exception:  # the consumer's failure must not end the relay silently mid-stream
+                log.exception("screencast consumer failed")
+
+    def stop(self) -> None:
+        """Stop delivering (frames pushed later are dropped); waits briefly for the thread."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=2)
+
+
+class Screencast:
+    """CDP Page.startScreencast (JPEG) of the sandbox's current page, frames handed to a `FrameRelay`."""
+
+    def __init__(self, on_frame: Callable[[bytes], None], max_fps: float, name: str, size: tuple[int, int]):
+        self.relay = FrameRelay(on_frame, max_fps, name)
+        self.size = size
+        self._attached: tuple[CDPSession, Callable[[dict[str, Any]], None]] | None = None
+
+    async def attach(self, cdp: CDPSession, first_frame: Callable[[], Awaitable[bytes]]) -> None:
+        """Stream `cdp`'s page (a new page replaces the old one); `first_frame` gives the picture now."""
+        await self.detach()
+        relay = self.relay
+
+        def on_frame(params: dict[str, Any]) -> None:
+            # Ack at once so that Chromium keeps capturing; the relay drops what the consumer cannot take.
+            ack = asyncio.ensure_future(
+                cdp.send("Page.screencastFrameAck", {"sessionId": params["sessionId"]})
+            )
+            ack.add_done_callback(lambda f: f.cancelled() or f.exception())
+            relay.push(base64.b64decode(params["data"]))
+
+        cdp.on("Page.screencastFrame", on_frame)
+        self._attached = (cdp, on_frame)
+        w, h = self.size
+        params = {"format": "jpeg", "quality": 60, "maxWidth": w, "maxHeight": h}
+        await asyncio.wait_for(cdp.send("Page.startScreencast", params), 8)
+        # A page that does not change sends no frame: give the consumer the current picture now.
+        with contextlib.suppress(Exception):
+            relay.push(await first_frame())
+
+    async def detach(self) -> None:
+        """Stop streaming the current page (errors of a closed page are ignored)."""
+        attached, self._attached = self._attached, None
+        if attached is not None:
+            cdp, on_frame = attached
+            cdp.remove_listener("Page.screencastFrame", on_frame)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(cdp.send("Page.stopScreencast"), 3)
+
+
+# --- virtual time ---------------------------------------------------------------------------------
+
+VirtualMode = Literal["realtime", "paused", "accelerate", "paced"]
+
+
+class VirtualClock:
+    """Virtual time of one page through CDP `Emulation.setVirtualTimePolicy` (coroutines: loop only).
+
+    Chromium keeps a page's virtual-time policy across its same-process navigations and has no policy
+    that returns to the wall clock, so once virtual time is on, the page stays on it: `realtime` then
+    paces virtual time at the wall-clock rate, and only a fresh page runs on true real time
+    (`dirty` tells the owner to open one before navigating, since a load never completes while paused).
+
+    - pause (policy pause): the page's clock stops: setTimeout/setInterval do not fire, Date.now and
+      performance.now stand still (a MiniWoB episode's time limit with them); rendering, input,
+      screenshots and evaluate still work.
+    - advance(ms): policy pauseIfNetworkFetchesPending with budget `ms`: the clock runs `ms` ahead as
+      fast as the page can process its timers (pending fetches hold it), then pauses again; returns
+      when Chromium reports virtualTimeBudgetExpired (False if that took over `timeout`).
+    - accelerate(rate): a background pacer gives a budget of `rate × 50 ms` every 50 ms of wall
+      clock, so page time runs about `rate` times faster (slower if the page cannot keep up).
+    - realtime: nothing if virtual time was never used on this page, else the pacer at rate 1.
+    """
+
+    TICK_S = 0.05
+
+    def __init__(self, send: Callable[[str, dict[str, Any]], Awaitable[Any]]) -> None:
+        self._send = send
+        self.mode: VirtualMode = "realtime"
+        self.rate = 1.0
+        self.dirty = False
+        """Whether virtual time was ever enabled on this page."""
+        self._expired = asyncio.Event()
+        self._pacer: asyncio.Task[None] | None = None
+
+    def on_budget_expired(self, _params: Any = None) -> None:
+        """The CDP event handler for Emulation.virtualTimeBudgetExpired."""
+        self._expired.set()
+
+    async def _stop_pacer(self) -> None:
+        pacer, self._pacer = self._pacer, None
+        if pacer is not None and not pacer.done():
+            pacer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a dead page ends its pacer
+                await pacer
+
+    async def _budget(self, ms: float, timeout: float) -> bool:
+        self._expired.clear()
+        self.dirty = True
+        await self._send(
+            "Emulation.setVirtualTimePolicy", {"policy": "pauseIfNetworkFetchesPending", "budget": ms}
+        )
+        try:
+            await asyncio.wait_for(self._expired.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    async def pause(self) -> None:
+        """Stop the page's clock."""
+        await self._stop_pacer()
+        self.dirty = True
+        await self._send("Emulation.setVirtualTimePolicy", {"policy": "pause"})
+        self.mode = "paused"
+
+    async def advance(self, ms: float, *, timeout: float = 30.0) -> bool:
+        """Run the clock `ms` ahead, then leave it paused; False if the budget did not expire in time."""
+        await self._stop_pacer()
+        done = await self._budget(ms, timeout)
+        if not done:  # a fetch that never ends holds the clock; make sure it stays paused
+            await self._send("Emulation.setVirtualTimePolicy", {"policy": "pause"})
+        self.mode = "paused"
+        return done
+
+    async def accelerate(self, rate: float) -> None:
+        """Run the clock at `rate` × wall-clock speed until another mode is chosen."""
+        await self._stop_pacer()
+        self.rate = rate
+        self.dirty = True
+        self._pacer = asyncio.ensure_future(self._pace(rate))
+        self.mode = "accelerate" if rate != 1.0 else "paced"
+
+    async def realtime(self) -> None:
+        """Back to the wall-clock rate (paced virtual time if it was ever enabled on this page)."""
+        if not self.dirty:
+            await self._stop_pacer()
+            self.mode = "realtime"
+            return
+        await self.accelerate(1.0)
+
+    async def close(self) -> None:
+        """Stop the pacer (the page is going away)."""
+        await self._stop_pacer()
+
+    async def _pace(self, rate: float) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                t0 = loop.time()
+                await self._budget(self.TICK_S * 1000.0 * rate, timeout=5.0)
+                await asyncio.sleep(max(0.0, self.TICK_S - (loop.time() - t0)))
+        except Exception as exc:  # the page closed or the browser died: the owner reports that
+            log.debug("virtual-time pacer ended: %s", exc)
+
+
+# --- launching Chromium and tracking its processes --------------------------------------------------
+
+CHROMIUM_BIN = next(
+    (p for p in ("/usr/lib/chromium/chromium", "/usr/bin/chromium") if os.access(p, os.X_OK)),
+    "/usr/bin/chromium",
+)
+"""Debian's real binary: /usr/bin/chromium is a shell launcher adding flags (extensions, …) we do not want."""
+LAUNCH_TIMEOUT_S = 20.0
+SANDBOX_PROFILE_DIR = "/home/user/.chromium"
+CHROMIUM_FLAGS = (
+    "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-gpu", "--no-sandbox",
+    "--disable-breakpad", "--disable-crash-reporter", "--password-store=basic",
+)  # fmt: skip
+_ARGS_MARK = "\x00ARGS\x00"
+
+
+@dataclass
+class LaunchSpec:
+    """What `BrowserProvider` hands to Playwright's launch, and what it needs to find the processes."""
+
+    wrapper: Path
+    pid_file: Path
+    args: list[str]
+    env: dict[str, str | float | bool]
+    pw_downloads: Path
+    """Playwright's downloads_path, bound in the sandbox at the same path (Chromium writes there)."""
+    html_base: str
+    """The MiniWoB html/ folder as the browser sees it (file:// base)."""
+    confined: bool
+    cgroup: SandboxCgroup | None = None
+
+
+def prepare_launch(
+    profile: Profile, root: Path, *, slot: int, name: str, html_dir: Path, confined: bool
+) -> LaunchSpec:
+    """Write the wrapper script under `root` and return the launch settings.
+
+    Confined: the wrapper joins the sandbox's cgroup, sets rlimits, drops to the sandbox uid (setpriv)
+    and execs bwrap, which runs Chromium with the network unshared unless the profile has network.
+    bwrap gets --die-with-parent (its parent is the Playwright driver): a browser is useless without
+    its pipe, so a dead host must not leave it running. Unconfined: plain Chromium, and a dead proxy
+    when the profile has no network.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    pw_downloads = root / "pw-downloads"
+    pw_downloads.mkdir(exist_ok=True)
+    pid_file = root / "browser.pid"
+    pid_file.unlink(missing_ok=True)
+    args = [*CHROMIUM_FLAGS, f"--window-size={profile.width},{profile.height}"]
+    env: dict[str, str | float | bool] = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(root)}
+    lines = ["#!/bin/sh", "# Written by the browser sandbox provider: Playwright runs this as Chromium.",
+             f"echo $$ > {shlex.quote(str(pid_file))}"]  # fmt: skip
+    cgroup = None
+    if confined:
+        conf = confine.confinement_for(profile, root, slot=slot)
+        if confine.SandboxCgroup.available():
+            cgroup = confine.SandboxCgroup.create(f"browser-{name}", profile.memory_mb, profile.max_pids)
+            # Join before exec, like confine.spawn's preexec_fn: nothing Chromium starts escapes the limits.
+            lines += [f"echo $$ > {shlex.quote(f)} || exit 111" for f in cgroup.procs_files()]
+        binds = (
+            (str(html_dir), miniwob.SANDBOX_HTML_DIR, False),
+            (str(pw_downloads), str(pw_downloads), True),
+        )
+        argv = confine.bwrap_argv(
+            conf, [CHROMIUM_BIN, _ARGS_MARK, f"--user-data-dir={SANDBOX_PROFILE_DIR}"], extra_binds=binds
+        )
+        argv.insert(1, "--die-with-parent")
+        prefix = ["/usr/bin/prlimit", "--core=0"]
+        if conf.uid is not None:
+            os.chown(pw_downloads, conf.uid, conf.uid)
+            prefix += [f"--nproc={conf.max_pids}", "--", "/usr/bin/setpriv", f"--reuid={conf.uid}",
+                       f"--regid={conf.uid}", "--clear-groups"]  # fmt: skip
+        argv = [*prefix, "--", *argv]
+        html_base = miniwob.SANDBOX_HTML_DIR
+    else:
+        argv = [CHROMIUM_BIN, _ARGS_MARK, f"--user-data-dir={root / 'profile'}"]
+        if not profile.network:
+            # No namespace to take the network away: send everything, loopback included, to a dead proxy.
+            args += ["--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
+        html_base = str(html_dir)
+    lines.append("exec " + " ".join('"$@"' if a == _ARGS_MARK else shlex.quote(a) for a in argv))
+    wrapper = root / "chromium-wrapper.sh"
+    wrapper.write_text("\n".join(lines) + "\n")
+    wrapper.chmod(0o755)
+    return LaunchSpec(wrapper, pid_file, args, env, pw_downloads, html_base, confined, cgroup)
+
+
+class BrowserProcs:
+    """The process tree of one launched browser: the wrapper's pid (then bwrap's) and what it started."""
+
+    def __init__(
+        self, root: psutil.Process, chromium: psutil.Process | None, cgroup: SandboxCgroup | None
+    ) -> None:
+        self.root = root
+        self.chromium = chromium
+        """The browser process itself (not a renderer); None if it could not be told apart."""
+        self.cgroup = cgroup
+
+    @classmethod
+    def find(cls, spec: LaunchSpec, timeout: float = 3.0) -> BrowserProcs:
+        """Find the tree of a launched browser from the wrapper's pid file; raises EnvError."""
+        try:
+            root = psutil.Process(int(spec.pid_file.read_text().strip()))
+        except (OSError, ValueError, psutil.Error) as exc:
+            raise EnvError(f"the browser's wrapper left no live pid in {spec.pid_file}: {exc}") from exc
+        deadline = time.monotonic() + timeout
+        while True:
+            chromium = _main_chromium(root)
+            if chromium is not None or time.monotonic() > deadline:
+                return cls(root, chromium, spec.cgroup)
+            time.sleep(0.01)
+
+    def chromium_alive(self) -> bool:
+        """Whether the browser process (or, failing that, the wrapper's) still runs: two /proc reads."""
+        proc = self.chromium or self.root
+        try:
+            return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
+        except psutil.Error:
+            return False
+
+    def pids(self) -> list[int]:
+        """Host pids of every live process of the browser (the tree and its cgroup)."""
+        found: set[int] = set(self.cgroup.pids()) if self.cgroup is not None else set()
+        try:
+            if self.root.is_running():
+                found.add(self.root.pid)
+                found.update(c.pid for c in self.root.children(recursive=True))
+        except psutil.Error:
+            pass
+        return sorted(found)
+
+    def state(self) -> dict[str, Any]:
+        """JSON for `cleanup`: pids with their create times (to survive pid reuse) and the cgroup."""
+        pids, times = [], []
+        for pid in self.pids():
+            t = confine.process_start_time(pid)
+            if t is not None:
+                pids.append(pid)
+                times.append(t)
+        return {
+            "pids": pids,
+            "create_times": times,
+            "cgroup": self.cgroup.to_state() if self.cgroup else None,
+        }
+
+    def kill(self) -> None:
+        """SIGKILL the whole tree, empty and remove the cgroup, and wait briefly for the dead."""
+        cleanup_state(self.state())
+
+
+def cleanup_state(state: Mapping[str, Any]) -> None:
+    """Kill what a `BrowserProcs.state()` names (pids checked against their create times), drop its cgroup."""
+    pids = [int(p) for p in state.get("pids") or []]
+    times = [float(t) for t in state.get("create_times") or []]
+    procs = []
+    for pid, t in zip(pids, times, strict=False):
+        if confine.same_process(pid, t):
+            with contextlib.suppress(psutil.Error):
+                procs.append(psutil.Process(pid))
+            confine.kill_pid(pid, t)
+    cgroup = confine.SandboxCgroup.from_state(state.get("cgroup") or {})
+    if cgroup is not None:
+        try:
+            cgroup.kill_all()
+            cgroup.remove()
+        except EnvError as exc:
+            log.warning("browser cgroup cleanup: %s", exc)
+    psutil.wait_procs(procs, timeout=3)
+
+
+def _main_chromium(root: psutil.Process) -> psutil.Process | None:
+    try:
+        for proc in [root, *root.children(recursive=True)]:
+            cmd = proc.cmdline()
+            if cmd and cmd[0].endswith("/chromium") and not any(a.startswith("--type=") for a in cmd):
+                return proc
+    except psutil.Error:
+        pass
+    return None

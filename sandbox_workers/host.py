@@ -1,0 +1,455 @@
+"""The sandbox host service: one per machine, an HTTP + WebSocket API over the pool.
+
+    python -m sandbox_workers.host --port 8100 --name host-a --web-url http://127.0.0.1:8000
+
+Every request carries `Authorization: Bearer <SANDBOX_HOST_TOKEN>`. Errors are JSON
+`{"error": {"type": …, "message": …}}`; `type` "env_error" means the sandbox machinery failed and a
+rollout must record the episode as an env error, not an agent failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import hashlib
+import hmac
+import json
+import logging
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from agent_core.actions import ActionError, FileRead, FileWrite, Terminal, action_from_dict
+from sandbox_workers.base import (
+    ActionUnsupported,
+    EnvError,
+    Observation,
+    OperationUnsupported,
+    SandboxError,
+    SandboxPathError,
+)
+from sandbox_workers.heartbeat import heartbeat_forever
+from sandbox_workers.live import relay_screencast, relay_vnc
+from sandbox_workers.pool import LeaseBroken, LeaseNotFound, Pool, SandboxUnavailable
+from sandbox_workers.profiles import load_pool_configs
+
+log = logging.getLogger("sandbox_workers.host")
+VERSION = "1"
+MAX_UPLOAD = 64 * 1024 * 1024
+POOL: web.AppKey[Pool] = web.AppKey("pool", Pool)
+CONFIG: web.AppKey[dict[str, Any]] = web.AppKey("config", dict)
+
+# Error type → (HTTP status, JSON type). Order matters: subclasses first.
+ERRORS: list[tuple[type[Exception], int, str]] = [
+    (LeaseBroken, 410, "env_error"),
+    (EnvError, 502, "env_error"),
+    (LeaseNotFound, 404, "lease_not_found"),
+    (SandboxUnavailable, 503, "sandbox_unavailable"),
+    (SandboxPathError, 400, "bad_path"),
+    (ActionUnsupported, 422, "action_unsupported"),
+    (OperationUnsupported, 422, "operation_unsupported"),
+    (ActionError, 400, "bad_action"),
+    (SandboxError, 400, "sandbox_error"),
+]
+
+
+def error_response(status: int, kind: str, message: str) -> web.Response:
+    return web.json_response({"error": {"type": kind, "message": message}}, status=status)
+
+
+@web.middleware
+async def auth_and_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Check the bearer token (except /health), and turn typed errors into JSON answers."""
+    if request.path != "/health":
+        token: str = request.app[CONFIG]["token"]
+        given = request.headers.get("Authorization", "")
+        if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].encode(), token.encode()):
+            return error_response(
+                401, "unauthorized", "a valid 'Authorization: Bearer <host token>' is required"
+            )
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except Exception as exc:
+        for cls, status, kind in ERRORS:
+            if isinstance(exc, cls):
+                return error_response(status, kind, str(exc))
+        log.exception("%s %s failed", request.method, request.path)
+        return error_response(500, "internal", f"{type(exc).__name__}: {exc}")
+
+
+async def body(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object, or a 400 saying why not."""
+    try:
+        data = await request.json()
+    except ValueError:
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": {"type": "bad_request", "message": "the body must be JSON"}}),
+            content_type="application/json",
+        ) from None
+    if not isinstance(data, dict):
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": {"type": "bad_request", "message": "the body must be a JSON object"}}),
+            content_type="application/json",
+        )
+    return data
+
+
+def number(data: Mapping[str, Any], key: str, default: float, *, low: float, high: float) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise SandboxError(f"{key} must be a number in [{low:g}, {high:g}]")
+    return float(value)
+
+
+def observation_json(obs: Observation) -> dict[str, Any]:
+    shot = obs.screenshot
+    return {
+        "screenshot": {
+            "format": shot.format,
+            "width": shot.width,
+            "height": shot.height,
+            "captured_at": shot.captured_at,
+            "data": base64.b64encode(shot.data).decode("ascii"),
+        },
+        "a11y": obs.a11y,
+        "dom": obs.dom,
+        "info": dict(obs.info),
+    }
+
+
+def observe_args(data: Mapping[str, Any]) -> dict[str, Any]:
+    fmt = data.get("fmt", "png")
+    if fmt not in ("png", "jpeg"):
+        raise SandboxError("fmt must be 'png' or 'jpeg'")
+    return {
+        "fmt": fmt,
+        "a11y": bool(data.get("a11y", False)),
+        "quality": int(number(data, "quality", 80, low=1, high=100)),
+    }
+
+
+# --- routes --------------------------------------------------------------------------------------
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/health")
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True, "name": request.app[CONFIG]["name"], "version": VERSION})
+
+
+@routes.get("/v1/status")
+async def status(request: web.Request) -> web.Response:
+    cfg = request.app[CONFIG]
+    return web.json_response({"name": cfg["name"], "api_url": cfg["url"], **request.app[POOL].status()})
+
+
+@routes.post("/v1/leases")
+async def lease_acquire(request: web.Request) -> web.Response:
+    data = await body(request)
+    holder = data.get("holder")
+    if not isinstance(holder, str) or not holder:
+        raise SandboxError("holder must be a non-empty string")
+    lease = await request.app[POOL].acquire(
+        str(data.get("profile", "")),
+        holder=holder,
+        ttl_s=number(data, "ttl_s", 300, low=0.1, high=86400),
+        wait_s=number(data, "wait_s", 0, low=0, high=600),
+    )
+    m = request.app[POOL].sandboxes[lease.sandbox_id]
+    return web.json_response(
+        {**lease.to_dict(), "provider": m.config.profile.provider, "endpoints": m.provider.endpoints()},
+        status=201,
+    )
+
+
+@routes.post("/v1/leases/{lease}/renew")
+async def lease_renew(request: web.Request) -> web.Response:
+    data = await body(request) if request.can_read_body else {}
+    ttl = number(data, "ttl_s", 0, low=0, high=86400) if "ttl_s" in data else None
+    lease = await request.app[POOL].renew(request.match_info["lease"], ttl_s=ttl or None)
+    return web.json_response(lease.to_dict())
+
+
+@routes.delete("/v1/leases/{lease}")
+async def lease_release(request: web.Request) -> web.Response:
+    recycle = request.query.get("recycle") in ("1", "true")
+    await request.app[POOL].release(request.match_info["lease"], recycle=recycle)
+    return web.Response(status=204)
+
+
+@routes.post("/v1/leases/{lease}/observe")
+async def observe(request: web.Request) -> web.Response:
+    args = observe_args(await body(request) if request.can_read_body else {})
+    obs = await request.app[POOL].run(request.match_info["lease"], "observe", lambda p: p.observe(**args))
+    return web.json_response(observation_json(obs))
+
+
+@routes.post("/v1/leases/{lease}/act")
+async def act(request: web.Request) -> web.Response:
+    """Perform one action and answer with the screen after it, in the same response."""
+    data = await body(request)
+    action = action_from_dict(data.get("action"))  # type: ignore[arg-type]
+    args = observe_args(data.get("observe") or {})
+
+    def step(p: Any) -> Observation:
+        # SDK actions have a result of their own; it rides along in the observation's info.
+        result: dict[str, Any] | None = None
+        if isinstance(action, Terminal):
+            res = p.exec(action.command, timeout=action.timeout)
+            result = {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr,
+                      "timed_out": res.timed_out, "truncated": res.truncated}  # fmt: skip
+        elif isinstance(action, FileRead):
+            result = {"content": p.get_file(action.path).decode("utf-8", "replace")}
+        elif isinstance(action, FileWrite):
+            p.put_file(action.path, action.content.encode())
+            result = {"written": len(action.content.encode())}
+        else:
+            p.act(action)
+        obs: Observation = p.observe(**args)
+        if result is not None:
+            obs = dataclasses.replace(obs, info={**obs.info, "result": result})
+        return obs
+
+    obs = await request.app[POOL].run(request.match_info["lease"], "act", step)
+    return web.json_response(observation_json(obs))
+
+
+@routes.post("/v1/leases/{lease}/exec")
+async def exec_command(request: web.Request) -> web.Response:
+    data = await body(request)
+    command = data.get("command")
+    if not (isinstance(command, str) and command) and not (
+        isinstance(command, list) and command and all(isinstance(a, str) for a in command)
+    ):
+        raise SandboxError("command must be a non-empty string or a list of strings")
+    timeout = number(data, "timeout", 30, low=0.1, high=3600)
+    cap = int(number(data, "output_cap", 65536, low=1, high=16 * 1024 * 1024))
+    result = await request.app[POOL].run(
+        request.match_info["lease"], "exec", lambda p: p.exec(command, timeout=timeout, output_cap=cap)
+    )
+    return web.json_response(
+        {
+            "exit_code": result.exit_code,
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+            "timed_out": result.timed_out,
+            "truncated": result.truncated,
+            "duration_s": result.duration_s,
+        }
+    )
+
+
+@routes.put("/v1/leases/{lease}/files")
+async def file_put(request: web.Request) -> web.Response:
+    path = request.query.get("path", "")
+    if not path:
+        raise SandboxError("the query parameter 'path' is required")
+    if request.content_length is not None and request.content_length > MAX_UPLOAD:
+        return error_response(413, "too_large", f"uploads are limited to {MAX_UPLOAD} bytes")
+    data = await request.content.read(MAX_UPLOAD + 1)
+    if len(data) > MAX_UPLOAD:
+        return error_response(413, "too_large", f"uploads are limited to {MAX_UPLOAD} bytes")
+    await request.app[POOL].run(request.match_info["lease"], "put_file", lambda p: p.put_file(path, data))
+    return web.json_response({"path": path, "size": len(data)}, status=201)
+
+
+@routes.get("/v1/leases/{lease}/files")
+async def file_get(request: web.Request) -> web.Response:
+    path = request.query.get("path", "")
+    if not path:
+        raise SandboxError("the query parameter 'path' is required")
+    data = await request.app[POOL].run(request.match_info["lease"], "get_file", lambda p: p.get_file(path))
+    return web.Response(body=data, content_type="application/octet-stream")
+
+
+@routes.post("/v1/leases/{lease}/call")
+async def call(request: web.Request) -> web.Response:
+    data = await body(request)
+    method, params = data.get("method"), data.get("params") or {}
+    if not isinstance(method, str) or not isinstance(params, dict):
+        raise SandboxError("method must be a string and params an object")
+    result = await request.app[POOL].run(
+        request.match_info["lease"], f"call:{method}", lambda p: p.call(method, params)
+    )
+    return web.json_response({"result": result})
+
+
+@routes.post("/v1/leases/{lease}/snapshot")
+async def snapshot(request: web.Request) -> web.Response:
+    blob = await request.app[POOL].run(request.match_info["lease"], "snapshot", lambda p: p.snapshot())
+    return web.Response(body=blob, content_type="application/octet-stream")
+
+
+@routes.post("/v1/leases/{lease}/restore")
+async def restore(request: web.Request) -> web.Response:
+    blob = await request.content.read(MAX_UPLOAD + 1)
+    if len(blob) > MAX_UPLOAD:
+        return error_response(413, "too_large", f"snapshots are limited to {MAX_UPLOAD} bytes")
+    await request.app[POOL].run(request.match_info["lease"], "restore", lambda p: p.restore(blob))
+    return web.Response(status=204)
+
+
+@routes.post("/v1/sandboxes/{sandbox}/reset")
+async def admin_reset(request: web.Request) -> web.Response:
+    await request.app[POOL].admin_reset(request.match_info["sandbox"])
+    return web.Response(status=204)
+
+
+@routes.post("/v1/sandboxes/{sandbox}/kill")
+async def admin_kill(request: web.Request) -> web.Response:
+    await request.app[POOL].admin_kill(request.match_info["sandbox"])
+    return web.Response(status=204)
+
+
+@routes.get("/v1/sandboxes/{sandbox}/vnc")
+async def vnc(request: web.Request) -> web.StreamResponse:
+    """The sandbox's RFB byte stream over a WebSocket (binary messages both ways)."""
+    m = request.app[POOL].managed(request.match_info["sandbox"])
+    endpoint = m.provider.endpoints().get("vnc")
+    if not endpoint:
+        raise OperationUnsupported(f"{m.config.profile.provider} sandboxes have no VNC server")
+    return await relay_vnc(request, str(endpoint["host"]), int(endpoint["port"]))
+
+
+@routes.get("/v1/sandboxes/{sandbox}/screencast")
+async def screencast(request: web.Request) -> web.StreamResponse:
+    """JPEG frames of the sandbox's screen as binary WebSocket messages."""
+    m = request.app[POOL].managed(request.match_info["sandbox"])
+    try:
+        fps = float(request.query.get("fps", "5"))
+    except ValueError:
+        fps = -1.0
+    if not 0.2 <= fps <= 30:
+        raise SandboxError("fps must be a number in [0.2, 30]")
+    return await relay_screencast(request, m, fps=fps)
+
+
+# --- the process ---------------------------------------------------------------------------------
+
+
+def build_app(pool: Pool, *, name: str, url: str, token: str) -> web.Application:
+    """The aiohttp application over a pool (the caller starts and stops the pool)."""
+    app = web.Application(middlewares=[auth_and_errors], client_max_size=MAX_UPLOAD + 1024)
+    app[POOL] = pool
+    app[CONFIG] = {"name": name, "url": url, "token": token}
+    app.add_routes(routes)
+    return app
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m sandbox_workers.host", description=__doc__.splitlines()[0])
+    p.add_argument("--bind", default=os.environ.get("SANDBOX_HOST_BIND", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(os.environ.get("SANDBOX_HOST_PORT", "8100")))
+    p.add_argument("--name", default=os.environ.get("SANDBOX_HOST_NAME", os.uname().nodename))
+    p.add_argument(
+        "--url", default=os.environ.get("SANDBOX_HOST_URL"), help="how the web app reaches this host"
+    )
+    p.add_argument(
+        "--web-url", default=os.environ.get("FLYWHEEL_WEB_URL"), help="the web app to register with"
+    )
+    p.add_argument("--var-dir", default=os.environ.get("SANDBOX_HOST_VAR_DIR"))
+    p.add_argument("--profiles", default=os.environ.get("SANDBOX_PROFILES"), help="JSON file or JSON text")
+    p.add_argument("--slot-base", type=int, default=int(os.environ.get("SANDBOX_SLOT_BASE", "0")))
+    p.add_argument("--heartbeat", type=float, default=5.0, help="seconds between heartbeats")
+    p.add_argument(
+        "--keep-sandboxes-on-exit",
+        action="store_true",
+        help="leave sandboxes running at exit so the next host process adopts them (rolling restart)",
+    )
+    return p.parse_args(argv)
+
+
+def traversable_by_others(path: Path) -> bool:
+    """Whether every directory from / to `path` lets other users through (o+x)."""
+    return all(part.stat().st_mode & 0o001 for part in [path, *path.parents] if part.exists())
+
+
+def sandbox_root(var: Path) -> Path:
+    """Where sandbox directories live: under `var` if unprivileged sandbox users can reach it.
+
+    Sandboxes run as their own uids and bubblewrap bind-mounts their workspace as that uid, so
+    the path must be traversable; a private var dir (a 0700 home, pytest's tmp) gets a root in /tmp
+    named after it instead, so a restarted host finds the same one.
+    """
+    root = (var / "sandboxes").resolve()
+    if os.geteuid() != 0 or traversable_by_others(var.resolve()):
+        return root
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]
+    fallback = Path(tempfile.gettempdir()) / f"flywheel-sandboxes-{digest}"
+    fallback.mkdir(mode=0o711, exist_ok=True)
+    fallback.chmod(0o711)
+    return fallback
+
+
+async def serve(args: argparse.Namespace) -> None:
+    token = os.environ.get("SANDBOX_HOST_TOKEN", "")
+    if len(token) < 16:
+        raise SystemExit("SANDBOX_HOST_TOKEN must be set to a secret of at least 16 characters")
+    var = Path(args.var_dir or Path(os.environ.get("FLYWHEEL_VAR_DIR", "var")) / "sandbox-host" / args.name)
+    var.mkdir(parents=True, exist_ok=True)
+    url = args.url or f"http://{args.bind}:{args.port}"
+    started = time.monotonic()
+    pool = Pool(
+        load_pool_configs(args.profiles),
+        sandbox_root(var),
+        slot_base=args.slot_base,
+        state_file=var / "pool-state.json",
+    )
+    await pool.start()
+    app = build_app(pool, name=args.name, url=url, token=token)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, args.bind, args.port).start()
+    log.info("sandbox host %s listening on %s (%.0f ms)", args.name, url, (time.monotonic() - started) * 1000)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    beat = None
+    if args.web_url:
+        beat = asyncio.create_task(
+            heartbeat_forever(
+                pool,
+                name=args.name,
+                url=url,
+                web_url=args.web_url,
+                token=token,
+                interval=args.heartbeat,
+                version=VERSION,
+            )
+        )
+    await stop.wait()
+    log.info(
+        "sandbox host %s stopping (%s sandboxes)",
+        args.name,
+        "keeping" if args.keep_sandboxes_on_exit else "stopping",
+    )
+    if beat:
+        beat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beat
+    await runner.cleanup()
+    await pool.shutdown(stop_sandboxes=not args.keep_sandboxes_on_exit)
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Live streams out of a host: the VNC byte stream and JPEG screencast frames over WebSockets."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from aiohttp import WSMsgType, web
+
+from sandbox_workers.base import OperationUnsupported
+
+if TYPE_CHECKING:
+    from sandbox_workers.pool import Managed
+
+log = logging.getLogger(__name__)
+
+
+async def relay_vnc(request: web.Request, host: str, port: int) -> web.WebSocketResponse:
+    """Pipe RFB bytes between a WebSocket client and the sandbox's loopback VNC server."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=5)
+    except (OSError, TimeoutError) as exc:
+        raise web.HTTPBadGateway(text=f"the sandbox's VNC server does not answer: {exc}") from None
+    ws = web.WebSocketResponse(max_msg_size=16 * 1024 * 1024, heartbeat=30)
+    await ws.prepare(request)
+
+    async def vnc_to_ws() -> None:
+        while data := await reader.read(256 * 1024):
+            await ws.send_bytes(data)
+
+    async def ws_to_vnc() -> None:
+        async for msg in ws:
+            if msg.type == WSMsgType.BINARY:
+                writer.write(msg.data)
+                await writer.drain()
+            elif msg.type == WSMsgType.ERROR:
+                break
+
+    tasks = [asyncio.create_task(vnc_to_ws()), asyncio.create_task(ws_to_vnc())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+        await ws.close()
+    return ws
+
+
+async def relay_screencast(request: web.Request, m: Managed, *, fps: float) -> web.WebSocketResponse:
+    """Send JPEG frames: the provider's own screencast where it has one, else captures at `fps`."""
+    ws = web.WebSocketResponse(heartbeat=30)
+    await ws.prepare(request)
+    loop = asyncio.get_running_loop()
+    frames: asyncio.Queue[bytes] = asyncio.Queue(maxsize=2)
+
+    def on_frame(data: bytes) -> None:  # called on the provider's thread
+        def put() -> None:
+            if frames.full():  # a slow viewer gets the newest frame, not a growing backlog
+                frames.get_nowait()
+            frames.put_nowait(data)
+
+        loop.call_soon_threadsafe(put)
+
+    native = True
+    try:
+        await m.call(lambda: m.provider.start_screencast(on_frame, max_fps=fps))
+    except OperationUnsupported:
+        native = False
+
+    async def poll() -> None:
+        while True:
+            started = time.monotonic()
+            obs = await m.call(lambda: m.provider.observe(fmt="jpeg", quality=60))
+            on_frame(obs.screenshot.data)
+            await asyncio.sleep(max(0.0, 1 / fps - (time.monotonic() - started)))
+
+    async def send() -> None:
+        while True:
+            await ws.send_bytes(await frames.get())
+
+    async def drain_client() -> None:
+        async for _ in ws:
+            pass
+
+    tasks = [asyncio.create_task(send()), asyncio.create_task(drain_client())]
+    if not native:
+        tasks.append(asyncio.create_task(poll()))
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for t in tasks:
+            if t.done() and not t.cancelled() and t.exception():
+                log.info("screencast of %s ended: %s", m.id, t.exception())
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if native:
+            with contextlib.suppress(Exception):
+                await m.call(m.provider.stop_screencast)
+        await ws.close()
+    return ws

@@ -1,0 +1,79 @@
+"""Sandbox profiles a host serves: built-in defaults, or JSON given on the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sandbox_workers.base import Profile, SandboxError
+from sandbox_workers.pool import PoolConfig
+
+PROFILE_FIELDS = {"provider", "width", "height", "network", "memory_mb", "max_pids", "options"}
+POOL_FIELDS = {"min_idle", "max_total"}
+
+DEFAULT_PROFILES: dict[str, dict[str, Any]] = {
+    "desktop": {"provider": "xdesktop", "min_idle": 1, "max_total": 8, "options": {"apps": ["xterm"]}},
+    "browser": {"provider": "browser", "min_idle": 1, "max_total": 8},
+}
+
+
+def default_profiles() -> dict[str, dict[str, Any]]:
+    """The built-in profiles, plus an Android one when ANDROID_SERIAL names a device."""
+    profiles: dict[str, dict[str, Any]] = json.loads(json.dumps(DEFAULT_PROFILES))
+    serial = os.environ.get("ANDROID_SERIAL")
+    if serial:
+        profiles["android"] = {
+            "provider": "android",
+            "min_idle": 0,
+            "max_total": 1,
+            "options": {"serial": serial},
+        }
+    return profiles
+
+
+def parse_profiles(data: Mapping[str, Any]) -> list[PoolConfig]:
+    """Pool configs from {name: {"provider": …, "min_idle": …, …}}; an error names the field."""
+    from sandbox_workers.base import provider_class
+
+    if not isinstance(data, Mapping) or not data:
+        raise SandboxError("profiles must be a non-empty JSON object of name → settings")
+    configs = []
+    for name, spec in data.items():
+        if not isinstance(spec, Mapping):
+            raise SandboxError(f"profile {name!r}: settings must be an object")
+        unknown = set(spec) - PROFILE_FIELDS - POOL_FIELDS
+        if unknown:
+            raise SandboxError(f"profile {name!r}: unknown field(s) {', '.join(sorted(unknown))}")
+        provider_class(str(spec.get("provider", "")))  # raises, listing the valid providers
+        try:
+            profile = Profile(name=name, **{k: v for k, v in spec.items() if k in PROFILE_FIELDS})
+            configs.append(
+                PoolConfig(
+                    profile=profile,
+                    min_idle=int(spec.get("min_idle", 1)),
+                    max_total=int(spec.get("max_total", 4)),
+                )
+            )
+        except (TypeError, ValueError) as exc:
+            raise SandboxError(f"profile {name!r}: {exc}") from None
+    return configs
+
+
+def load_pool_configs(source: str | None) -> list[PoolConfig]:
+    """Parse `source` (a JSON file path or JSON text); None gives the defaults."""
+    if not source:
+        return parse_profiles(default_profiles())
+    text = source
+    if not source.lstrip().startswith("{"):
+        try:
+            text = Path(source).read_text()
+        except OSError as exc:
+            raise SandboxError(f"cannot read profiles file {source}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SandboxError(f"profiles are not valid JSON: {exc}") from None
+    return parse_profiles(data)

@@ -1,0 +1,723 @@
+"""Browser sandboxes: Debian's Chromium, headless, driven by Playwright over CDP (pipe transport).
+
+One Chromium process tree per sandbox, started through a wrapper script under the sandbox root that
+records its pid and, confined, execs Chromium in bubblewrap as the sandbox's uid and cgroup (see
+`cdp.prepare_launch`): Playwright's --remote-debugging-pipe fds 3/4 pass through sh and bwrap.
+Chromium's own sandbox cannot nest inside bwrap, so it runs with --no-sandbox and bwrap is the
+sandbox. The MiniWoB++ html/ folder is bound read-only at /opt/miniwob; the network is unshared
+unless the profile has network. Profile option `confine: false` (or no bwrap) runs Chromium directly,
+with a dead proxy instead of a network namespace: weaker, and file:// then sees the host.
+
+Playwright objects live on the shared loop thread (`cdp.PlaywrightLoop`); each method submits a
+coroutine and waits with a short timeout, and a closed pipe or a dead process is `EnvError` at once.
+
+`call()` operations (JSON in and out; callers never supply JavaScript):
+
+- goto {url} → {url, title, status, error}: about:blank, data:, file:// under the MiniWoB folder,
+  http(s) only when the profile has network. A failed load is `error`, not an exception.
+- miniwob_start {task, seed?, mode?="train", paused?=false} → {task, seed, utterance, fields,
+  time_limit_ms, url, virtual_time}: loads the task page, seeds Math.seedrandom and starts the
+  episode; `paused` pauses virtual time first, so the episode's time limit runs on page time.
+- miniwob_reward {} → {done, reward, raw_reward, success, reason, episode, time_limit_ms}; reward and
+  raw_reward are the package's (in [-1, 1]), success is 0/1 (done with raw_reward >= 1).
+- virtual_time {mode: pause | advance (ms) | accelerate (rate, default 10) | realtime} →
+  {mode, page_time_ms, completed}: see `cdp.VirtualClock` for what each mode does. While paused, a
+  Wait action advances page time instead of sleeping; goto/miniwob_start/reset open a fresh page,
+  which runs on real time again.
+- dom {selector?, max_elements?=500, html?=false, max_chars?=200000} → {url, elements, total, html?}:
+  visible elements with boxes in screen pixels (cx, cy: the centre to click).
+- miniwob_tasks {} → {tasks: [names]}.
+
+observe() gives the viewport (CDP Page.captureScreenshot) and info {url, title, and on MiniWoB pages
+utterance, done, reward, raw_reward, success}; with a11y=True also Playwright's aria snapshot (text)
+and the page's HTML (capped). There is no shell (exec raises OperationUnsupported); put_file and
+get_file work on the downloads folder under the root, where the page's downloads land.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import posixpath
+import shutil
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from playwright.async_api import Browser, BrowserContext, CDPSession, Download, Page
+from playwright.async_api import Error as PlaywrightError
+
+from agent_core import actions as A
+from sandbox_workers import miniwob
+from sandbox_workers.base import (
+    ActionUnsupported,
+    EnvError,
+    ExecResult,
+    Health,
+    ImageFormat,
+    Observation,
+    OperationUnsupported,
+    Profile,
+    Provider,
+    SandboxError,
+    SandboxPathError,
+    Screenshot,
+    register_provider,
+)
+from sandbox_workers.cdp import (
+    LAUNCH_TIMEOUT_S,
+    BrowserProcs,
+    KeyNameError,
+    LaunchSpec,
+    LoopTimeout,
+    PlaywrightLoop,
+    Screencast,
+    VirtualClock,
+    cleanup_state,
+    perform_action,
+    playwright_key,
+    prepare_launch,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+OP_TIMEOUT = 10.0  # seconds a worker waits for one operation (Playwright's own limit is below it)
+PW_TIMEOUT_MS = 5000
+NAV_TIMEOUT_MS = 15000
+DOM_CAP = 200_000
+DATA_URL_CAP = 2_000_000
+_NOT_GUI = (A.Terminal, A.FileRead, A.FileWrite, A.McpCall)
+
+
+class InvalidParams(SandboxError, ValueError):
+    """A call() argument the browser sandbox rejects (bad URL, unknown task, …)."""
+
+
+def _number(params: Mapping[str, Any], key: str, default: float, lo: float, hi: float) -> float:
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not lo < value <= hi:
+        raise InvalidParams(f"{key} must be a number in ({lo:g}, {hi:g}]")
+    return float(value)
+
+
+@register_provider("browser")
+class BrowserProvider(Provider):
+    """A headless Chromium tab (one context, one page) in its own process tree."""
+
+    supports_snapshot: ClassVar[bool] = True
+    extensions: ClassVar[frozenset[str]] = frozenset(
+        {"goto", "miniwob_start", "miniwob_reward", "virtual_time", "dom", "miniwob_tasks"}
+    )
+
+    def __init__(self, *, sandbox_id: str, profile: Profile, root: Path) -> None:
+        super().__init__(sandbox_id=sandbox_id, profile=profile, root=root)
+        self.downloads = root / "downloads"
+        self._loop: PlaywrightLoop | None = None
+        self._browser: Browser | None = None
+        self._context: BrowserContext | None = None
+        self._page: Page | None = None
+        self._cdp: CDPSession | None = None
+        self._clock: VirtualClock | None = None
+        self._spec: LaunchSpec | None = None
+        self._procs: BrowserProcs | None = None
+        self._cast: Screencast | None = None
+        self._stopped = False
+
+    # --- plumbing ---------------------------------------------------------------------------------
+
+    def _run(self, fn: Callable[[], Awaitable[T]], *, timeout: float = OP_TIMEOUT, what: str = "call") -> T:
+        """Run a coroutine on the shared loop; failures of the browser become EnvError."""
+        if self._loop is None or self._browser is None:
+            raise EnvError(f"browser sandbox {self.sandbox_id} is not started")
+        if not self._browser.is_connected():
+            raise EnvError(f"browser {what} failed: the browser is gone{self._death_note()}")
+        try:
+            return self._loop.run(fn, timeout=timeout)
+        except TimeoutError as exc:
+            limit = f" after {timeout:g} s" if isinstance(exc, LoopTimeout) else ""
+            raise EnvError(f"browser {what} timed out{limit}{self._death_note()}") from exc
+        except PlaywrightError as exc:
+            first = (exc.message or str(exc)).strip().splitlines()[0][:300]
+            raise EnvError(f"browser {what} failed: {first}{self._death_note()}") from exc
+
+    def _death_note(self) -> str:
+        if self._procs is not None and not self._procs.chromium_alive():
+            return " (the Chromium process has exited)"
+        if self._browser is not None and not self._browser.is_connected():
+            return " (the CDP connection is closed)"
+        return ""
+
+    @property
+    def page(self) -> Page:
+        """The sandbox's page (only to be used on the loop thread)."""
+        if self._page is None:
+            raise EnvError("the browser sandbox has no page")
+        return self._page
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Launch Chromium (confined unless the profile says otherwise) and open a blank page."""
+        t0 = time.perf_counter()
+        self._stopped = False
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.downloads.mkdir(exist_ok=True)
+        self._loop = PlaywrightLoop.get()
+        self._loop.on_shutdown(self.stop)
+        self._launch()
+        t1 = time.perf_counter()
+        self._run(self._open_page, what="opening a page")
+        log.info(
+            "browser %s started in %.0f ms (launch %.0f ms, page %.0f ms, confined=%s, network=%s)",
+            self.sandbox_id, (time.perf_counter() - t0) * 1000, (t1 - t0) * 1000,
+            (time.perf_counter() - t1) * 1000, self._spec and self._spec.confined, self.profile.network,
+        )  # fmt: skip
+
+    def _launch(self) -> None:
+        assert self._loop is not None
+        confined = bool(self.profile.options.get("confine", True))
+        if confined and shutil.which("bwrap") is None:
+            log.warning("bwrap is not installed: browser %s runs unconfined", self.sandbox_id)
+            confined = False
+        html = miniwob.html_dir()
+        spec = prepare_launch(
+            self.profile, self.root, slot=self.slot, name=self.sandbox_id, html_dir=html, confined=confined
+        )
+        self._spec, pw = spec, self._loop.playwright
+
+        async def go() -> Browser:
+            return await pw.chromium.launch(
+                executable_path=str(spec.wrapper),
+                headless=True,
+                args=spec.args,
+                env=spec.env,
+                downloads_path=str(spec.pw_downloads),
+                timeout=LAUNCH_TIMEOUT_S * 1000,
+            )
+
+        try:
+            self._browser = self._loop.run(go, timeout=LAUNCH_TIMEOUT_S + 5)
+            self._procs = BrowserProcs.find(spec)
+        except Exception as exc:
+            with contextlib.suppress(EnvError):
+                BrowserProcs.find(spec, timeout=0).kill()
+            self._drop_cgroup()
+            raise EnvError(f"launching Chromium failed: {str(exc).strip().splitlines()[0][:300]}") from exc
+
+    def _drop_cgroup(self) -> None:
+        if self._spec is not None and self._spec.cgroup is not None:
+            cleanup_state({"cgroup": self._spec.cgroup.to_state()})
+
+    async def _open_page(self, storage_state: Mapping[str, Any] | None = None) -> None:
+        """A fresh context and page (replacing the current ones), with its CDP session and clock."""
+        assert self._browser is not None
+        old, clock = self._context, self._clock
+        self._context = self._page = self._cdp = self._clock = None
+        if clock is not None:
+            await clock.close()
+        if old is not None:
+            try:
+                await asyncio.wait_for(old.close(), 5)
+            except (PlaywrightError, TimeoutError):
+                log.debug("closing the old context of %s failed", self.sandbox_id, exc_info=True)
+        w, h = self.profile.width, self.profile.height
+        ctx = await self._browser.new_context(
+            viewport={"width": w, "height": h},
+            screen={"width": w, "height": h},
+            device_scale_factor=1,
+            accept_downloads=True,
+            storage_state=dict(storage_state) if storage_state else None,  # type: ignore[arg-type]
+        )
+        ctx.set_default_timeout(PW_TIMEOUT_MS)
+        ctx.set_default_navigation_timeout(NAV_TIMEOUT_MS)
+        self._context = ctx
+        await self._attach(await ctx.new_page())
+
+    async def _attach(self, page: Page) -> None:
+        """Make `page` the sandbox's page: CDP session, virtual clock, downloads, popups, screencast."""
+        assert self._context is not None
+        cdp = await self._context.new_cdp_session(page)
+        clock = VirtualClock(lambda m, p: asyncio.wait_for(cdp.send(m, p), 8.0))
+        cdp.on("Emulation.virtualTimeBudgetExpired", clock.on_budget_expired)
+        page.on("download", self._on_download)
+        page.on("popup", self._on_popup)
+        self._page, self._cdp, self._clock = page, cdp, clock
+        if self._cast is not None:
+            try:  # keep the live view going on the new page
+                await self._cast.attach(cdp, self._jpeg_now)
+            except (PlaywrightError, TimeoutError):
+                log.warning("restarting the screencast of %s failed", self.sandbox_id, exc_info=True)
+
+    async def _fresh_page(self) -> None:
+        """A new page in the same context: the only way back to true real time (see VirtualClock)."""
+        assert self._context is not None
+        old, clock = self._page, self._clock
+        if clock is not None:
+            await clock.close()
+        await self._attach(await self._context.new_page())
+        if old is not None:
+            await asyncio.wait_for(old.close(), 5)
+
+    def health(self) -> Health:
+        """Chromium alive and the CDP pipe up (no round trip: two /proc reads)."""
+        if self._browser is None or self._procs is None:
+            return Health(ok=False, detail="not started")
+        alive, connected = self._procs.chromium_alive(), self._browser.is_connected()
+        procs = {"chromium": alive, "cdp": connected}
+        if not alive:
+            return Health(ok=False, detail="the Chromium process has exited", processes=procs)
+        if not connected:
+            return Health(ok=False, detail="the CDP connection to Chromium is closed", processes=procs)
+        if self._page is None or self._page.is_closed():
+            return Health(ok=False, detail="the sandbox's page is closed", processes=procs)
+        cgroup = self._spec.cgroup if self._spec else None
+        detail = "" if cgroup is not None or not (self._spec and self._spec.confined) else "no cgroup limits"
+        return Health(ok=True, detail=detail, processes=procs)
+
+    def reset(self) -> None:
+        """A fresh context on about:blank (no cookies, storage, downloads); relaunch a dead browser."""
+        t0 = time.perf_counter()
+        relaunched = False
+        if self.downloads.is_dir():
+            shutil.rmtree(self.downloads, ignore_errors=True)
+        self.downloads.mkdir(parents=True, exist_ok=True)
+        if not self.health().ok:
+            self._teardown(close_timeout=1.0)
+            self._launch()
+            relaunched = True
+        self._run(self._open_page, what="reset")
+        ms = (time.perf_counter() - t0) * 1000
+        log.info("browser %s reset in %.0f ms%s", self.sandbox_id, ms, " (relaunched)" if relaunched else "")
+
+    def stop(self) -> None:
+        """Close the browser, kill its process tree and cgroup, remove the root; idempotent."""
+        if self._stopped:
+            return
+        t0 = time.perf_counter()
+        self._stopped = True
+        self.stop_screencast()
+        self._teardown(close_timeout=3.0)
+        if self._loop is not None:
+            self._loop.remove_shutdown_hook(self.stop)
+        shutil.rmtree(self.root, ignore_errors=True)
+        log.info("browser %s stopped in %.0f ms", self.sandbox_id, (time.perf_counter() - t0) * 1000)
+
+    def _teardown(self, *, close_timeout: float) -> None:
+        browser, clock = self._browser, self._clock
+        self._browser = self._context = self._page = self._cdp = self._clock = None
+        if browser is not None and self._loop is not None and browser.is_connected():
+
+            async def close() -> None:
+                if clock is not None:
+                    await clock.close()
+                await browser.close()
+
+            try:
+                self._loop.run(close, timeout=close_timeout)
+            except Exception:
+                log.debug("closing browser %s failed; killing it", self.sandbox_id, exc_info=True)
+        if self._procs is not None:
+            self._procs.kill()  # whatever browser.close() left, and the cgroup
+            self._procs = None
+        else:
+            self._drop_cgroup()
+
+    # --- stepping ---------------------------------------------------------------------------------
+
+    def observe(self, *, fmt: ImageFormat = "png", a11y: bool = False, quality: int = 80) -> Observation:
+        """A viewport screenshot (CDP Page.captureScreenshot), page info, and a11y + DOM if asked."""
+        if fmt not in ("png", "jpeg"):
+            raise InvalidParams(f"fmt must be png or jpeg, got {fmt!r}")
+        params: dict[str, Any] = {"format": fmt, "captureBeyondViewport": False}
+        if fmt == "jpeg":
+            params["quality"] = max(1, min(100, int(quality)))
+
+        async def go() -> Observation:
+            page = self.page
+            # Info first: its evaluate waits for the current document's context, so the capture does
+            # not race a cross-process commit (where Chromium can drop it, see _capture).
+            info = await self._info()
+            shot = await self._capture(params)
+            tree = dom = None
+            if a11y:
+                try:
+                    tree = await page.locator("body").aria_snapshot(timeout=PW_TIMEOUT_MS)
+                except PlaywrightError as exc:
+                    if page.is_closed():
+                        raise
+                    tree = f"(no accessibility snapshot: {exc.message.splitlines()[0]})"
+                html = await page.content()
+                cut = f"\n<!-- truncated {len(html) - DOM_CAP} chars -->" if len(html) > DOM_CAP else ""
+                dom = html[:DOM_CAP] + cut
+            w, h = self.profile.width, self.profile.height
+            shot_ = Screenshot(base64.b64decode(shot["data"]), fmt, w, h)
+            return Observation(screenshot=shot_, a11y=tree, dom=dom, info=info)
+
+        return self._run(go, what="observe")
+
+    async def _capture(self, params: dict[str, Any]) -> Any:
+        """Page.captureScreenshot, retried over the glitches of a page between two documents.
+
+        Right after a failed load the error page is still committing ("Not attached to an active
+        page", "Unable to capture screenshot"), and a capture that races a cross-process commit can
+        be lost altogether (Chromium logs "Message 0 rejected by interface blink.mojom.Widget" and
+        never answers): retry rather than call the browser broken.
+        """
+        assert self._cdp is not None
+        cdp, deadline = self._cdp, time.monotonic() + 8.0
+        while True:
+            try:
+                return await asyncio.wait_for(cdp.send("Page.captureScreenshot", params), 2.5)
+            except (PlaywrightError, TimeoutError) as exc:
+                lost = isinstance(exc, TimeoutError) or "Protocol error" in exc.message
+                if self.page.is_closed() or not lost or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
+
+    async def _info(self) -> dict[str, Any]:
+        page = self.page
+        try:
+            raw = await page.evaluate(miniwob.INFO_JS)
+        except PlaywrightError:
+            if page.is_closed():
+                raise
+            raw = {"url": page.url, "title": ""}  # mid-navigation: no execution context yet
+        info: dict[str, Any] = {"url": raw.get("url", page.url), "title": raw.get("title", "")}
+        if raw.get("miniwob"):
+            info.update(raw["miniwob"])
+            info["success"] = 1 if miniwob.success(raw["miniwob"]) else 0
+        if self._clock is not None and self._clock.mode != "realtime":
+            info["virtual_time"] = self._clock.mode
+        return info
+
+    def act(self, action: A.Action) -> None:
+        """Perform one action with the page's mouse and keyboard (CSS pixels = screen pixels)."""
+        if isinstance(action, A.Finished | A.CallUser):
+            return
+        if "browser" not in action.platforms or isinstance(action, _NOT_GUI):
+            raise ActionUnsupported(f"a browser sandbox cannot perform {action.kind!r}")
+        try:
+            keys = [playwright_key(k) for k in _key_names(action)]
+        except KeyNameError as exc:
+            raise ActionUnsupported(str(exc)) from None
+        timeout = OP_TIMEOUT
+        if isinstance(action, A.Wait):
+            timeout += float(action.seconds) + 30.0
+        elif isinstance(action, A.Type):
+            timeout += len(action.content) * 0.02
+
+        async def go() -> None:
+            await perform_action(self.page, action, keys, self._clock)
+            try:  # an action that started a navigation: let the new document get going
+                await self.page.wait_for_load_state("domcontentloaded", timeout=2000)
+            except PlaywrightError:
+                if self.page.is_closed():
+                    raise
+
+        self._run(go, timeout=timeout, what=f"action {action.kind}")
+
+    # --- shell and files --------------------------------------------------------------------------
+
+    def exec(
+        self, command: str | Sequence[str], *, timeout: float = 30.0, output_cap: int = 65536
+    ) -> ExecResult:
+        """Browser sandboxes have no shell."""
+        raise OperationUnsupported(
+            "a browser sandbox has no shell: use call() (goto, dom, miniwob_start, …) for the page and "
+            "put_file/get_file for its downloads folder"
+        )
+
+    def _file_path(self, path: str) -> Path:
+        if not isinstance(path, str) or not path or "\x00" in path:
+            raise SandboxPathError(f"bad path {path!r}")
+        base = self.downloads.resolve()
+        p = Path(path)
+        target = (p if p.is_absolute() else base / p).resolve()
+        if target == base or not target.is_relative_to(base):
+            raise SandboxPathError(f"{path!r} is not a file path inside the browser's downloads folder")
+        return target
+
+    def put_file(self, path: str, data: bytes) -> None:
+        """Write a file into the downloads folder (relative paths; absolute ones must lie inside it)."""
+        target = self._file_path(path)
+        if target.is_dir():
+            raise SandboxPathError(f"{path!r} is a folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    def get_file(self, path: str) -> bytes:
+        """Read a file of the downloads folder (the page's downloads land there under their names)."""
+        target = self._file_path(path)
+        if not target.is_file():
+            raise SandboxPathError(f"{path!r} does not exist in the downloads folder")
+        return target.read_bytes()
+
+    async def _on_download(self, download: Download) -> None:
+        try:
+            name = Path(download.suggested_filename or "").name.lstrip(".").strip() or "download"
+            dest, n = self.downloads / name, 1
+            while dest.exists():
+                stem, dot, ext = name.partition(".")
+                dest, n = self.downloads / f"{stem} ({n}){dot}{ext}", n + 1
+            await download.save_as(dest)
+            await download.delete()
+        except Exception:
+            log.warning("saving a download of %s failed", self.sandbox_id, exc_info=True)
+
+    async def _on_popup(self, popup: Page) -> None:
+        # One tab per sandbox: what the page opens in a new window is shown in the sandbox's page instead.
+        try:
+            with contextlib.suppress(PlaywrightError):
+                await popup.wait_for_load_state("domcontentloaded", timeout=5000)
+            url = popup.url
+            await popup.close()
+            if self._page is not None and not self._page.is_closed():
+                # The popup took the foreground; a hidden page renders no frames (screenshots hang).
+                await self._page.bring_to_front()
+                if url and url != "about:blank":
+                    await self._page.goto(url)
+        except Exception:
+            log.debug("following a popup of %s failed", self.sandbox_id, exc_info=True)
+
+    # --- typed operations -------------------------------------------------------------------------
+
+    def call(self, method: str, params: Mapping[str, Any]) -> Any:
+        """goto, miniwob_start, miniwob_reward, virtual_time, dom, miniwob_tasks (see the module doc)."""
+        handlers: dict[str, Callable[[dict[str, Any]], Any]] = {
+            "goto": self._call_goto,
+            "miniwob_start": self._call_miniwob_start,
+            "miniwob_reward": self._call_miniwob_reward,
+            "virtual_time": self._call_virtual_time,
+            "dom": self._call_dom,
+            "miniwob_tasks": lambda _p: {"tasks": sorted(miniwob.tasks())},
+        }
+        handler = handlers.get(method)
+        if handler is None:
+            return super().call(method, params)
+        try:
+            return handler(dict(params or {}))
+        except miniwob.MiniWobError as exc:
+            raise InvalidParams(str(exc)) from None
+
+    def _check_url(self, url: Any) -> str:
+        if not isinstance(url, str) or not url:
+            raise InvalidParams("goto needs a url (a string)")
+        scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+        if url == "about:blank" or (scheme == "data" and len(url) <= DATA_URL_CAP):
+            return url
+        if scheme in ("http", "https"):
+            if not self.profile.network:
+                raise InvalidParams(f"this sandbox has no network: cannot open {url}")
+            return url
+        if scheme == "file":
+            assert self._spec is not None
+            path = posixpath.normpath(urllib.parse.unquote(urllib.parse.urlsplit(url).path))
+            base = self._spec.html_base.rstrip("/")
+            if path.startswith(base + "/"):
+                return url
+            raise InvalidParams(f"file:// URLs must lie under the MiniWoB folder file://{base}/")
+        raise InvalidParams("goto accepts about:blank, data: (up to 2 MB), file:// (MiniWoB) and http(s)")
+
+    async def _navigate(self, url: str) -> dict[str, Any]:
+        if self._clock is not None and self._clock.dirty:
+            await self._fresh_page()  # a load never finishes on a paused clock; a new page runs in real time
+        page, status, error = self.page, None, None
+        try:
+            resp = await page.goto(url, wait_until="load")
+            status = resp.status if resp is not None else None
+        except PlaywrightError as exc:
+            if page.is_closed() or self._browser is None or not self._browser.is_connected():
+                raise
+            error = exc.message.strip().splitlines()[0][:300]
+            with contextlib.suppress(PlaywrightError):  # let the error page commit before the next observe
+                await page.wait_for_load_state("load", timeout=2000)
+        title = ""
+        with contextlib.suppress(PlaywrightError, TimeoutError):
+            title = await asyncio.wait_for(page.title(), 2)
+        return {"url": page.url, "title": title, "status": status, "error": error}
+
+    def _call_goto(self, params: dict[str, Any]) -> dict[str, Any]:
+        url = self._check_url(params.get("url"))
+        return self._run(lambda: self._navigate(url), timeout=NAV_TIMEOUT_MS / 1000 + 5, what="goto")
+
+    def _call_miniwob_start(self, params: dict[str, Any]) -> dict[str, Any]:
+        task, seed, mode = params.get("task"), params.get("seed"), params.get("mode", "train")
+        if not isinstance(task, str):
+            raise InvalidParams("miniwob_start needs a task name (see call('miniwob_tasks'))")
+        assert self._spec is not None
+        url = miniwob.task_url(task, self._spec.html_base)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | float | str)):
+            raise InvalidParams("seed must be a number or a string")
+        if not isinstance(mode, str) or not mode.isalpha() or len(mode) > 20:
+            raise InvalidParams("mode must be a word such as train or test")
+
+        async def pause() -> None:
+            assert self._clock is not None
+            await self._clock.pause()
+
+        async def go() -> dict[str, Any]:
+            nav = await self._navigate(url)
+            if nav["error"]:
+                raise EnvError(f"loading MiniWoB task {task} failed: {nav['error']}")
+            before = pause if params.get("paused") else None
+            out = await miniwob.start_episode(self.page, task=task, seed=seed, mode=mode, before_start=before)
+            vt = self._clock.mode if self._clock else "realtime"
+            return {**out, "url": self.page.url, "virtual_time": vt}
+
+        return self._run(go, timeout=NAV_TIMEOUT_MS / 1000 + 10, what="miniwob_start")
+
+    def _call_miniwob_reward(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._run(lambda: miniwob.read_reward(self.page), what="miniwob_reward")
+
+    def _call_virtual_time(self, params: dict[str, Any]) -> dict[str, Any]:
+        mode = params.get("mode")
+        if mode not in ("pause", "advance", "accelerate", "realtime"):
+            raise InvalidParams("virtual_time mode must be pause, advance, accelerate or realtime")
+        ms = _number(params, "ms", 0, 0, 3_600_000) if mode == "advance" else 0.0
+        rate = _number(params, "rate", 10.0, 0, 1000) if mode == "accelerate" else 1.0
+
+        async def go() -> dict[str, Any]:
+            clock = self._clock
+            assert clock is not None
+            completed = True
+            if mode == "pause":
+                await clock.pause()
+            elif mode == "advance":
+                completed = await clock.advance(ms, timeout=30.0)
+            elif mode == "accelerate":
+                await clock.accelerate(rate)
+            else:
+                await clock.realtime()
+            now = await self.page.evaluate("() => Date.now()")
+            return {"mode": clock.mode, "page_time_ms": now, "completed": completed}
+
+        return self._run(go, timeout=45.0, what="virtual_time")
+
+    def _call_dom(self, params: dict[str, Any]) -> dict[str, Any]:
+        selector = params.get("selector")
+        if selector is not None and (not isinstance(selector, str) or len(selector) > 500):
+            raise InvalidParams("selector must be a CSS selector string")
+        max_elements = int(_number(params, "max_elements", 500, -1, 5000))
+        max_chars = int(_number(params, "max_chars", DOM_CAP, -1, 5_000_000))
+
+        async def go() -> dict[str, Any]:
+            page = self.page
+            arg = {"selector": selector, "maxElements": max_elements}
+            try:
+                res = await page.evaluate(miniwob.DOM_ELEMENTS_JS, arg)
+            except PlaywrightError as exc:
+                if selector and "querySelectorAll" in exc.message and not page.is_closed():
+                    raise InvalidParams(f"invalid CSS selector {selector!r}") from None
+                raise
+            out: dict[str, Any] = {"url": page.url, **res}
+            if params.get("html"):
+                html = await page.content()
+                out["html"], out["html_truncated"] = html[:max_chars], len(html) > max_chars
+            return out
+
+        return self._run(go, what="dom")
+
+    # --- snapshots --------------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """JSON of the context's storage state (cookies, localStorage), the page's URL and its localStorage.
+
+        Playwright's storage state skips file:// origins (the MiniWoB pages), so the current page's
+        localStorage is saved too. Not captured: the page's JavaScript state (variables, a MiniWoB
+        episode in progress, form contents), sessionStorage and IndexedDB; restore loads the URL again.
+        """
+
+        async def go() -> dict[str, Any]:
+            assert self._context is not None
+            page = self.page
+            local = await page.evaluate(miniwob.LOCAL_STORAGE_JS)
+            state = await self._context.storage_state()
+            return {"version": 1, "url": page.url, "storage_state": state, "page_storage": local}
+
+        return json.dumps(self._run(go, what="snapshot")).encode()
+
+    def restore(self, blob: bytes) -> None:
+        """A new context with the snapshot's storage state, on the snapshot's URL."""
+        try:
+            data = json.loads(blob)
+            url, storage, local = data["url"], data["storage_state"], data.get("page_storage")
+            if not isinstance(url, str) or not isinstance(storage, dict):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            raise InvalidParams("not a browser snapshot") from None
+        url = self._check_url(url)
+
+        async def go() -> None:
+            await self._open_page(storage)
+            if url == "about:blank":
+                return
+            await self._navigate(url)
+            # Put the page's localStorage back, then load again so that the page starts with it.
+            has_items = isinstance(local, dict) and local.get("items")
+            if has_items and await self.page.evaluate(miniwob.SET_LOCAL_STORAGE_JS, local):
+                await self.page.reload()
+
+        self._run(go, timeout=NAV_TIMEOUT_MS / 1000 + 10, what="restore")
+
+    # --- screencast -------------------------------------------------------------------------------
+
+    def start_screencast(self, on_frame: Callable[[bytes], None], *, max_fps: float = 10.0) -> None:
+        """CDP Page.startScreencast (JPEG q60); `on_frame` runs on its own thread, at most `max_fps`.
+
+        It follows the sandbox to a new page (reset, restore, navigation after virtual time).
+        """
+        self.stop_screencast()
+        self._cast = Screencast(on_frame, max_fps, self.sandbox_id, (self.profile.width, self.profile.height))
+
+        async def go() -> None:
+            if self._cast is not None and self._cdp is not None:
+                await self._cast.attach(self._cdp, self._jpeg_now)
+
+        try:
+            self._run(go, what="start_screencast")
+        except EnvError:
+            self.stop_screencast()
+            raise
+
+    async def _jpeg_now(self) -> bytes:
+        return base64.b64decode((await self._capture({"format": "jpeg", "quality": 60}))["data"])
+
+    def stop_screencast(self) -> None:
+        """Stop the frames; safe when none is running or the browser is gone."""
+        cast, self._cast = self._cast, None
+        if cast is None:
+            return
+        cast.relay.stop()
+        if self._loop is not None and self._browser is not None and self._browser.is_connected():
+            with contextlib.suppress(Exception):
+                self._loop.run(cast.detach, timeout=4)
+
+    # --- processes --------------------------------------------------------------------------------
+
+    def pids(self) -> list[int]:
+        """Host pids of the browser's process tree (wrapper/bwrap, Chromium and its children)."""
+        return self._procs.pids() if self._procs is not None else []
+
+    def state(self) -> dict[str, Any]:
+        """{"pids", "create_times", "cgroup"}: enough for `cleanup` (a pipe cannot be re-attached)."""
+        return self._procs.state() if self._procs is not None else {}
+
+    @classmethod
+    def cleanup(cls, *, root: Path, state: Mapping[str, Any]) -> None:
+        """Kill what a lost browser sandbox left (create times guard against pid reuse); remove root."""
+        cleanup_state(state)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _key_names(action: A.Action) -> Sequence[str]:
+    if isinstance(action, A.Hotkey):
+        return action.keys
+    if isinstance(action, A.Press | A.KeyDown | A.KeyUp):
+        return [action.key]
+    return []

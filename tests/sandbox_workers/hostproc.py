@@ -1,0 +1,111 @@
+"""Run a real sandbox host service in a child process for tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.procs import ROOT, free_port
+
+TOKEN = "test-host-token-0123456789abcdef"
+LIGHT_DESKTOP = {"provider": "xdesktop", "min_idle": 1, "max_total": 2, "options": {"apps": ["xterm"]}}
+
+
+class HostProc:
+    def __init__(self, *, name: str, var: Path, profiles: dict[str, Any], web_url: str | None = None,
+                 slot_base: int = 0, port: int | None = None) -> None:  # fmt: skip
+        self.name, self.var, self.profiles, self.web_url = name, var, profiles, web_url
+        self.slot_base = slot_base
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = var / f"{name}.log"
+
+    def start(self, *, warm: bool = True, timeout: float = 90) -> None:
+        args = [
+            sys.executable, "-m", "sandbox_workers.host", "--port", str(self.port), "--name", self.name,
+            "--var-dir", str(self.var / self.name), "--profiles", json.dumps(self.profiles),
+            "--slot-base", str(self.slot_base), "--heartbeat", "0.5",
+        ]  # fmt: skip
+        if self.web_url:
+            args += ["--web-url", self.web_url]
+        env = {**os.environ, "SANDBOX_HOST_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
+        self.var.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 (the child owns it)
+        self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"host {self.name} exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200 and (
+                    not warm or self.warm()
+                ):
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"host {self.name} not ready: {self.log_path.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def status(self) -> dict[str, Any]:
+        data: dict[str, Any] = httpx.get(
+            self.url + "/v1/status", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
+        ).json()
+        return data
+
+    def warm(self) -> bool:
+        pools = self.status()["profiles"]
+        return all(p["states"]["idle"] >= self.profiles[name]["min_idle"] for name, p in pools.items())
+
+    def saved_state(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.var / self.name / "pool-state.json").read_text())
+        return data
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+@contextmanager
+def host_process(**kwargs: Any) -> Iterator[HostProc]:
+    host = HostProc(**kwargs)
+    host.start()
+    try:
+        yield host
+    finally:
+        host.stop()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie of ours counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -1,0 +1,203 @@
+"""The sandbox host service through the real thing: a host process, real desktops, the Python client."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import signal
+import time
+
+import aiohttp
+import httpx
+import pytest
+from PIL import Image, ImageChops
+
+from agent_core.actions import Click, Terminal, Type
+from sandbox_workers.base import EnvError, SandboxError, SandboxPathError
+from sandbox_workers.client import HostAuthError, HostClient
+from sandbox_workers.pool import LeaseBroken, LeaseNotFound
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc, alive, host_process
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    var = tmp_path_factory.mktemp("host")
+    with host_process(name="svc", var=var, profiles={"desktop": LIGHT_DESKTOP}) as h:
+        yield h
+
+
+@pytest.fixture
+def client(host):
+    with HostClient(host.url, TOKEN) as c:
+        yield c
+
+
+def changed_pixels(a: bytes, b: bytes) -> int:
+    first, second = (Image.open(io.BytesIO(x)).convert("RGB") for x in (a, b))
+    diff = ImageChops.difference(first, second)
+    return int(diff.convert("L").point(lambda v: 255 if v else 0).histogram()[255])
+
+
+def test_requests_without_the_token_are_refused(host):
+    assert httpx.get(host.url + "/v1/status").status_code == 401
+    assert httpx.get(host.url + "/v1/status", headers={"Authorization": "Bearer nope"}).status_code == 401
+    with HostClient(host.url, "wrong-token-xxxxxxxx") as bad, pytest.raises(HostAuthError):
+        bad.acquire("desktop", holder="t")
+
+
+def test_act_returns_the_next_screenshot_and_the_shell_sees_what_the_gui_did(host, client):
+    with client.acquire("desktop", holder="test:act", ttl_s=60) as sb:
+        before = sb.observe()
+        assert (before.screenshot.width, before.screenshot.height) == (1280, 720)
+        sb.act(Click(x=640, y=360))
+        after = sb.act(Type(content="echo typed-in-xterm > from_gui.txt\n"))
+        assert changed_pixels(before.screenshot.data, after.screenshot.data) > 50
+        deadline = time.monotonic() + 5
+        while (res := sb.exec("cat from_gui.txt")).stdout.strip() != "typed-in-xterm":
+            assert time.monotonic() < deadline, res
+            time.sleep(0.1)
+        sb.put_file("notes/in.txt", b"uploaded")
+        assert sb.exec(["cat", "notes/in.txt"]).stdout == "uploaded"
+        assert sb.get_file("from_gui.txt") == b"typed-in-xterm\n"
+        with pytest.raises(SandboxPathError):
+            sb.get_file("../../etc/passwd")
+        ran = sb.act(Terminal(command="echo sdk-$((6*7))"))
+        assert ran.info["result"]["stdout"] == "sdk-42\n" and ran.info["result"]["exit_code"] == 0
+        jpeg = sb.observe(fmt="jpeg", quality=50)
+        assert jpeg.screenshot.data[:2] == b"\xff\xd8"
+
+
+def test_bad_requests_get_typed_errors(host, client):
+    with pytest.raises(SandboxError, match="unknown profile 'no-such-profile'; valid: desktop"):
+        client.acquire("no-such-profile", holder="t")
+    with client.acquire("desktop", holder="test:bad", ttl_s=60) as sb:
+        resp = httpx.post(f"{host.url}/v1/leases/{sb.info.id}/act", json={"action": {"type": "teleport"}},
+                          headers={"Authorization": f"Bearer {TOKEN}"})  # fmt: skip
+        assert resp.status_code == 400 and "unknown action type 'teleport'" in resp.json()["error"]["message"]
+        resp = httpx.post(f"{host.url}/v1/leases/{sb.info.id}/act", content=b"{not json",
+                          headers={"Authorization": f"Bearer {TOKEN}"})  # fmt: skip
+        assert resp.status_code == 400
+        result = sb.exec("sleep 5", timeout=0.5)
+        assert result.timed_out and result.exit_code is None
+    with pytest.raises(LeaseNotFound):
+        sb.observe()
+
+
+def test_vnc_stream_and_screencast_over_websockets(host, client):
+    with client.acquire("desktop", holder="test:live", ttl_s=60) as sb:
+        live = f"{host.url}/v1/sandboxes/{sb.info.sandbox_id}"
+
+        async def go():
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            async with aiohttp.ClientSession(headers=headers) as s:
+                async with s.ws_connect(f"{live}/vnc") as ws:
+                    msg = await asyncio.wait_for(ws.receive(), 5)
+                    assert msg.data.startswith(b"RFB 003.00")
+                async with s.ws_connect(f"{live}/screencast?fps=10") as ws:
+                    frames = [await asyncio.wait_for(ws.receive(), 5) for _ in range(3)]
+                    assert all(f.data[:2] == b"\xff\xd8" for f in frames)
+            async with aiohttp.ClientSession() as s, s.get(f"{live}/vnc") as r:
+                assert r.status == 401
+
+        asyncio.run(go())
+
+
+def _pids_of(host: HostProc, sandbox_id: str) -> list[int]:
+    for s in host.status()["sandboxes"]:
+        if s["id"] == sandbox_id:
+            return list(s["pids"])
+    return []
+
+
+def test_killing_xvfb_gives_the_holder_an_env_error_within_2_s_and_the_pool_replaces_it(host, client):
+    sb = client.acquire("desktop", holder="test:fault", ttl_s=60)
+    state = next(r for r in host.saved_state()["sandboxes"] if r["id"] == sb.info.sandbox_id)
+    xvfb = int(state["provider_state"]["xvfb"][1])  # [name, pid, start time, …]
+    os.kill(xvfb, signal.SIGKILL)
+    killed = time.monotonic()
+    with pytest.raises(EnvError) as err:
+        while True:
+            sb.observe()
+            assert time.monotonic() - killed < 2, "no env error within 2 s"
+            time.sleep(0.05)
+    assert time.monotonic() - killed < 2
+    assert isinstance(err.value, LeaseBroken)
+    deadline = time.monotonic() + 30
+    while True:
+        status = host.status()
+        ids = {s["id"] for s in status["sandboxes"]}
+        if sb.info.sandbox_id not in ids and status["profiles"]["desktop"]["states"]["idle"] >= 1:
+            break
+        assert time.monotonic() < deadline, status
+        time.sleep(0.2)
+    sb.release()  # releasing the broken lease is allowed
+
+
+def test_restarting_the_host_keeps_live_sandboxes_and_leases_and_leaves_nothing_behind(tmp_path):
+    host = HostProc(name="restart", var=tmp_path, profiles={"desktop": LIGHT_DESKTOP})
+    host.start()
+    try:
+        with HostClient(host.url, TOKEN) as c:
+            sb = c.acquire("desktop", holder="episode:restart", ttl_s=120)
+            sb.exec("echo before-restart > marker.txt")
+        pids = [p for s in host.status()["sandboxes"] for p in s["pids"]]
+        assert pids
+        host.kill9()
+        assert all(alive(p) for p in pids), "sandboxes must outlive a crashed host process"
+        host.start()
+        with HostClient(host.url, TOKEN) as c:
+            again = c.lease(sb.info)
+            assert again.exec("cat marker.txt").stdout == "before-restart\n"
+            again.act(Click(x=10, y=10))
+            pids = [p for s in host.status()["sandboxes"] for p in s["pids"]]
+    finally:
+        host.stop()
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids):
+        assert time.monotonic() < deadline, [p for p in pids if alive(p)]
+        time.sleep(0.1)
+
+
+def test_500_acquire_release_expire_cycles_leave_no_orphans_and_flat_memory(tmp_path):
+    import psutil
+
+    profiles = {"desktop": {**LIGHT_DESKTOP, "min_idle": 2, "max_total": 3}}
+    host = HostProc(name="cycles", var=tmp_path, profiles=profiles)
+    host.start()
+    seen: set[int] = set()
+    rss: list[int] = []
+    try:
+        proc = psutil.Process(host.proc.pid)
+        with HostClient(host.url, TOKEN) as c:
+            for i in range(500):
+                if i % 50 == 0:
+                    rss.append(proc.memory_info().rss)
+                sb = c.acquire("desktop", holder=f"cycle:{i}", ttl_s=0.3 if i % 10 == 9 else 60, wait_s=30)
+                if i % 10 == 9:  # let it expire: the reaper takes it back
+                    time.sleep(0.9)
+                    with pytest.raises(LeaseNotFound):
+                        sb.observe()
+                    continue
+                sb.act(Click(x=5 + i % 100, y=5))
+                sb.release(recycle=i % 25 == 24)
+                if i % 25 == 0:
+                    seen.update(p for s in host.status()["sandboxes"] for p in s["pids"])
+            rss.append(proc.memory_info().rss)
+            live = {p for s in host.status()["sandboxes"] for p in s["pids"]}
+            seen |= live
+            counters = host.status()["counters"]
+    finally:
+        host.stop()
+    orphans = [p for p in seen - live if alive(p)]
+    assert not orphans, f"processes of recycled sandboxes still alive: {orphans}"
+    assert counters["expired"] == 50 and counters["replaced"] >= 10, counters
+    growth_mib = (rss[-1] - rss[1]) / 2**20
+    print(f"host RSS: {[round(r / 2**20) for r in rss]} MiB; growth after warm-up {growth_mib:.1f} MiB")
+    assert growth_mib < 40, rss
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in seen):
+        assert time.monotonic() < deadline, [p for p in seen if alive(p)]
+        time.sleep(0.1)
