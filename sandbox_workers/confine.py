@@ -19,8 +19,13 @@ share one network namespace, so a server started by one is reachable from the ot
 `spawn`). Each bwrap has its own pid namespace; killing the host pid of its pid 1
 (`SandboxProcess.init_pid`) kills everything it started.
 
+Also here, for every provider that confines: `collect_output` (run a spawned command to completion
+with a timeout and an output cap) and `workspace_read` / `workspace_write` (host-side file access
+that never leaves the workspace, symlinks included).
+
 Note for callers: bwrap runs as the sandbox uid, so that uid must be able to traverse every parent
 directory of the sandbox root (`confinement_for` checks it and says which directory is not).
+`spawn` uses `preexec_fn`, so it forks the calling process: fine from worker threads on Linux/glibc.
 """
 
 from __future__ import annotations
@@ -43,8 +48,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
-
-import psutil
 
 from sandbox_workers.base import EnvError, ExecResult, Profile, SandboxPathError
 
@@ -472,6 +475,7 @@ class SandboxProcess(subprocess.Popen[bytes]):
 
     _info_r: int | None = None
     _init_pid: int | None = None
+    _init_start: float | None = None
 
     def init_pid(self, timeout: float = 5.0) -> int | None:
         """Host pid of the sandbox's pid 1 (None if bwrap failed before starting it)."""
@@ -493,13 +497,14 @@ class SandboxProcess(subprocess.Popen[bytes]):
             self._info_r = None
         with contextlib.suppress(ValueError, KeyError, TypeError):
             self._init_pid = int(json.loads(data[: data.index(b"}") + 1])["child-pid"])
+            self._init_start = process_start_time(self._init_pid)
         return self._init_pid
 
     def kill_tree(self) -> None:
         """SIGKILL the whole pid namespace (its pid 1) and bwrap itself."""
         init = self.init_pid(timeout=1.0)
         if init is not None:
-            kill_pid(init, None)
+            kill_pid(init, self._init_start)
         with contextlib.suppress(ProcessLookupError):
             self.kill()
 
@@ -605,25 +610,32 @@ def start_netns_holder(
 # --- small process helpers ---------------------------------------------------------------------
 
 
-def process_start_time(pid: int) -> float | None:
-    """The process's start time (psutil's create_time) or None if it does not exist."""
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_stat(pid: int) -> tuple[str, float] | None:
+    """(state letter, start time in seconds since boot) from /proc/PID/stat, None if no such pid."""
     try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
         return None
+    fields = data[data.rindex(b")") + 2 :].split()  # after "pid (comm) ": field 3 (state) onwards
+    return fields[0].decode(), int(fields[19]) / _CLK_TCK
+
+
+def process_start_time(pid: int) -> float | None:
+    """When the process started, in seconds since boot (immune to wall-clock changes, unlike
+    psutil's create_time): with the pid it names one process across pid reuse. None if none."""
+    st = _proc_stat(pid)
+    return st[1] if st else None
 
 
 def same_process(pid: int | None, start_time: float | None) -> bool:
-    """Whether `pid` is still the (non-zombie) process that started at `start_time`."""
-    if not pid:
+    """Whether `pid` is still the (non-zombie) process that started at `start_time` (None: any)."""
+    st = _proc_stat(pid) if pid else None
+    if st is None or st[0] in ("Z", "X"):
         return False
-    try:
-        p = psutil.Process(pid)
-        if start_time is not None and abs(p.create_time() - start_time) > 0.05:
-            return False
-        return bool(p.status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
+    return start_time is None or abs(st[1] - float(start_time)) < 0.005
 
 
 def kill_pid(pid: int | None, start_time: float | None) -> None:

@@ -17,6 +17,12 @@ claims a free slot from AUTO_SLOT_BASE up with a claim directory in /run/flywhee
 
 Snapshots are a tar.gz of the workspace only: process and window state are NOT captured; restore
 resets the desktop (fresh start-up apps) with the workspace as it was.
+
+Host restarts: every process starts in its own session, so the sandbox outlives its host process.
+`state()` (also kept in root/xdesktop-state.json as processes start) lets `adopt` reattach or
+`cleanup` kill what is left; `cleanup(root=..., state={})` works from that file alone (a host
+killed mid-start). `detach()` drops the X connections without stopping anything.
+Extensions (`call`): launch {app, args?, timeout?}, a11y, windows.
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
     "--password-store=basic",
     "--force-renderer-accessibility",
+    "--test-type",  # no "unsupported command-line flag: --no-sandbox" infobar over every page
+    "--start-maximized",
     f"--user-data-dir={SANDBOX_HOME}/.config/chromium",
 )
 APPS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -229,9 +237,8 @@ class XDesktopProvider(Provider):
         """Xvfb, x11vnc and the sandbox's session; EnvError (with all of it stopped) if it fails."""
         t0 = time.monotonic()
         try:
-            if (
-                "slot" not in self.__dict__ and os.geteuid() == 0
-            ):  # no slot from the pool, and a uid needs one
+            # No slot from the pool (a test, a script), and a sandbox uid needs one: claim a free one.
+            if "slot" not in self.__dict__ and os.geteuid() == 0:
                 self.slot, self._claimed_slot = _claim_slot(self.root), True
             self.conf = confine.with_env(
                 confine.confinement_for(self.profile, self.root, slot=self.slot, shared_tmp=True), SESSION_ENV

@@ -73,6 +73,8 @@ def xdesktop_factory(xdesktop_tools: None, tmp_path: Path) -> Iterator[Callable[
     yield make
     for p in made:
         p.stop()
+        if p.root.exists():  # detached by the test (a "host restart") and never adopted and stopped
+            mod.XDesktopProvider.cleanup(root=p.root, state={})
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,14 @@ class HostProc:
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child owns it)
         self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)  # fmt: skip
+        try:
+            self._wait_ready(warm=warm, timeout=timeout)
+        except BaseException:
+            self.stop()  # never leave a host (and its sandboxes) behind a failed start
+            raise
+
+    def _wait_ready(self, *, warm: bool, timeout: float) -> None:
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:

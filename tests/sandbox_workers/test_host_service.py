@@ -49,7 +49,7 @@ def test_requests_without_the_token_are_refused(host):
 
 
 def test_act_returns_the_next_screenshot_and_the_shell_sees_what_the_gui_did(host, client):
-    with client.acquire("desktop", holder="test:act", ttl_s=60) as sb:
+    with client.acquire("desktop", holder="test:act", ttl_s=60, wait_s=30) as sb:
         before = sb.observe()
         assert (before.screenshot.width, before.screenshot.height) == (1280, 720)
         sb.act(Click(x=640, y=360))
@@ -73,7 +73,7 @@ def test_act_returns_the_next_screenshot_and_the_shell_sees_what_the_gui_did(hos
 def test_bad_requests_get_typed_errors(host, client):
     with pytest.raises(SandboxError, match="unknown profile 'no-such-profile'; valid: desktop"):
         client.acquire("no-such-profile", holder="t")
-    with client.acquire("desktop", holder="test:bad", ttl_s=60) as sb:
+    with client.acquire("desktop", holder="test:bad", ttl_s=60, wait_s=30) as sb:
         resp = httpx.post(f"{host.url}/v1/leases/{sb.info.id}/act", json={"action": {"type": "teleport"}},
                           headers={"Authorization": f"Bearer {TOKEN}"})  # fmt: skip
         assert resp.status_code == 400 and "unknown action type 'teleport'" in resp.json()["error"]["message"]
@@ -87,7 +87,7 @@ def test_bad_requests_get_typed_errors(host, client):
 
 
 def test_vnc_stream_and_screencast_over_websockets(host, client):
-    with client.acquire("desktop", holder="test:live", ttl_s=60) as sb:
+    with client.acquire("desktop", holder="test:live", ttl_s=60, wait_s=30) as sb:
         live = f"{host.url}/v1/sandboxes/{sb.info.sandbox_id}"
 
         async def go():
@@ -113,7 +113,7 @@ def _pids_of(host: HostProc, sandbox_id: str) -> list[int]:
 
 
 def test_killing_xvfb_gives_the_holder_an_env_error_within_2_s_and_the_pool_replaces_it(host, client):
-    sb = client.acquire("desktop", holder="test:fault", ttl_s=60)
+    sb = client.acquire("desktop", holder="test:fault", ttl_s=60, wait_s=30)
     state = next(r for r in host.saved_state()["sandboxes"] if r["id"] == sb.info.sandbox_id)
     xvfb = int(state["provider_state"]["xvfb"][1])  # [name, pid, start time, …]
     os.kill(xvfb, signal.SIGKILL)

@@ -67,7 +67,12 @@ class HeartbeatOut(Schema):
     leases: int
 
 
-@router.post("/sandbox-hosts/heartbeat", auth=HostToken(), response={200: HeartbeatOut, 401: ErrorOut})
+@router.post(
+    "/sandbox-hosts/heartbeat",
+    auth=HostToken(),
+    response={200: HeartbeatOut, 401: ErrorOut},
+    include_in_schema=False,  # for sandbox hosts only, not for scripts
+)
 def heartbeat(request: HttpRequest, payload: HeartbeatIn) -> dict[str, Any]:
     """A sandbox host registers itself and reports its pools, sandboxes and leases (host token only)."""
     host = host_heartbeat(report=payload.dict())

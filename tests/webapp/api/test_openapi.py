@@ -24,6 +24,8 @@ OPERATIONS = {
     ("get", "/api/v1/training-runs/{run_id}"),
     ("get", "/api/v1/training-runs/{run_id}/metrics/{name}"),
     ("get", "/api/v1/policies"),
+    ("get", "/api/v1/sandbox-hosts"),
+    ("get", "/api/v1/sandboxes"),
 }
 
 

@@ -54,6 +54,8 @@ ENDPOINTS = [
     Endpoint("GET", "/training-runs/{run}", RESEARCH, needs="training.view_trainingrun"),
     Endpoint("GET", "/training-runs/{run}/metrics/train/loss", RESEARCH, needs="training.view_trainingrun"),
     Endpoint("GET", "/policies", RESEARCH, needs="training.view_policyversion"),
+    Endpoint("GET", "/sandbox-hosts", RESEARCH, needs="sandboxes.view_sandboxhost"),
+    Endpoint("GET", "/sandboxes", RESEARCH, needs="sandboxes.view_sandbox"),
     Endpoint("GET", "/me", frozenset(PERSONAS)),
 ]
 
