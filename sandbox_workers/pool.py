@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -392,6 +393,7 @@ class Pool:
         )
         provider.slot = m.slot
         self.sandboxes[sid] = m
+        self._persist()  # before it starts, so a host killed mid-start still knows to clean it up
         started = time.perf_counter()
         try:
             await m.call(provider.start)
@@ -505,13 +507,13 @@ class Pool:
         os.replace(tmp, self.state_file)
 
     async def _adopt_previous(self) -> None:
+        saved: dict[str, Any] = {}
         try:
             saved = json.loads(self.state_file.read_text())
         except FileNotFoundError:
-            return
+            pass
         except (OSError, ValueError) as exc:
             log.error("pool state file %s unreadable (%s); starting empty", self.state_file, exc)
-            return
         records: list[Mapping[str, Any]] = saved.get("sandboxes", [])
         adopted = lost = 0
         for rec in records:
@@ -519,9 +521,24 @@ class Pool:
                 adopted += 1
             else:
                 lost += 1
+        lost += await self._cleanup_strays({str(r["id"]) for r in records})
         self._persist()
-        if records:
+        if adopted or lost:
             log.info("adopted %d sandbox(es) from the previous host process; cleaned up %d", adopted, lost)
+
+    async def _cleanup_strays(self, known: set[str]) -> int:
+        """Clean up sandbox directories no record mentions (a host killed before it could write one)."""
+        strays = [d for d in self.root.iterdir() if d.is_dir() and d.name not in known]
+        names = {cfg.profile.provider for cfg in self.configs.values()}
+        for stray in strays:
+            log.warning("cleaning up %s, left by a previous host process without a record", stray.name)
+            for name in sorted(names):
+                try:
+                    cls = self.providers(name)
+                    await asyncio.to_thread(partial(cls.cleanup, root=stray, state={}))
+                except Exception:  # one provider's cleanup failing must not stop the others'
+                    log.exception("cleanup of %s by %s failed", stray, name)
+        return len(strays)
 
     async def _adopt_one(self, rec: Mapping[str, Any]) -> bool:
         sid, root = str(rec["id"]), self.root / str(rec["id"])

@@ -781,16 +781,21 @@ class XDesktopProvider(Provider):
 
         With an empty `state` (a host killed while the sandbox was starting) the state the sandbox
         kept in its root is used."""
-        if not state.get("version"):
-            with contextlib.suppress(OSError, ValueError):
-                state = json.loads((root / STATE_FILE).read_text())
+        # The host's record may predate the processes (it was written while the sandbox was still
+        # starting), so the state the sandbox kept in its root is read too, and both are killed.
+        states: list[Mapping[str, Any]] = [state]
+        with contextlib.suppress(OSError, ValueError):
+            states.append(json.loads((root / STATE_FILE).read_text()))
         procs: list[_Proc] = []
-        entries = [state.get(k) for k in ("xvfb", "x11vnc", "holder")]
-        entries += [*(state.get("session") or []), *(state.get("launched") or [])]
-        for entry in entries:
-            with contextlib.suppress(TypeError, ValueError):
-                procs.append(_Proc.from_state(entry))  # type: ignore[arg-type]
-        cgroup = SandboxCgroup.from_state(state.get("cgroup") or {})
+        for st in states:
+            entries = [st.get(k) for k in ("xvfb", "x11vnc", "holder")]
+            entries += [*(st.get("session") or []), *(st.get("launched") or [])]
+            for entry in entries:
+                with contextlib.suppress(TypeError, ValueError):
+                    procs.append(_Proc.from_state(entry))  # type: ignore[arg-type]
+        cgroup_state = next((st.get("cgroup") for st in states if st.get("cgroup")), None)
+        cgroup = SandboxCgroup.from_state(cgroup_state or {})
+        state = next((st for st in reversed(states) if st.get("slot") is not None), state)
         with contextlib.suppress(EnvError):
             if cgroup is not None:
                 cgroup.kill_all()
