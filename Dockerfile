@@ -1,7 +1,10 @@
 # The platform image: web, workers, beat and the sandbox host all run from it (docker-compose.yml).
 FROM python:3.11-slim-bookworm
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 DEBIAN_FRONTEND=noninteractive
+# The sandbox host's desktops and browsers: X server, VNC, window manager, apps, confinement, adb.
 RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm curl \
+        xvfb x11vnc openbox xterm mousepad pcmanfm chromium bubblewrap xdotool x11-utils dbus-x11 \
+        at-spi2-core python3-pyatspi fonts-dejavu-core adb \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml package.json package-lock.json ./

@@ -46,7 +46,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.path != "/screenshot":
             self.send_error(404)
             return
-        with mss.mss() as sct:
+        with mss.MSS() as sct:
             shot = sct.grab(sct.monitors[1])
         buf = io.BytesIO()
         Image.frombytes("RGB", shot.size, shot.bgra, "raw", "BGRX").save(buf, format="PNG")

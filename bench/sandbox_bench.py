@@ -92,7 +92,9 @@ def bench_direct(root: Path, steps: int) -> tuple[XDesktopProvider, dict[str, fl
 def bench_baseline(provider: XDesktopProvider, steps: int) -> dict[str, float]:
     display = provider.endpoints()["display"]
     port = free_port()
-    env = {**os.environ, "DISPLAY": display}
+    xauth = Path(tempfile.mkdtemp()) / "Xauthority"
+    xauth.touch()  # the display needs no cookie, but python-xlib insists on the file
+    env = {**os.environ, "DISPLAY": display, "XAUTHORITY": str(xauth)}
     server = subprocess.Popen([sys.executable, str(ROOT / "bench/osworld_baseline.py"), str(port)], env=env)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
@@ -170,8 +172,15 @@ def bench_host(var: Path, steps: int) -> dict[str, float]:
 
 
 def wait_idle(client: object, n: int, timeout: float = 120) -> None:
+    from sandbox_workers.client import HostUnreachable
+
     deadline = time.monotonic() + timeout
-    while client.status()["profiles"]["desktop"]["states"]["idle"] < n:  # type: ignore[attr-defined]
+    while True:
+        try:
+            if client.status()["profiles"]["desktop"]["states"]["idle"] >= n:  # type: ignore[attr-defined]
+                return
+        except HostUnreachable:  # still starting
+            pass
         if time.monotonic() > deadline:
             raise TimeoutError("pool did not warm up")
         time.sleep(0.05)
@@ -239,6 +248,8 @@ def main() -> None:
         f"sandbox bench on {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, {W}x{H}\n"
     )
     tmp = Path(tempfile.mkdtemp(prefix="sandbox-bench-"))
+    tmp.chmod(0o711)  # sandboxes run as their own uids and must reach their roots
+    provider = None
     try:
         provider, direct = bench_direct(tmp / "direct", steps)
         base = bench_baseline(provider, 30 if args.quick else 60)
@@ -246,6 +257,8 @@ def main() -> None:
         host = bench_host(tmp, steps // 2)
         conc = bench_concurrency(tmp / "many", n, 10 if args.quick else 20)
     finally:
+        if provider is not None:
+            provider.stop()  # idempotent; a failed run must not leave a desktop behind
         shutil.rmtree(tmp, ignore_errors=True)
     print()
     ratio_direct = base["baseline_p50"] / direct["step_png_p50"]
