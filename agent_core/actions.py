@@ -44,39 +44,39 @@ class Action:
 
 
 @dataclass(frozen=True)
-class Click(Action):
+class PointerAction(Action):
+    """An action at one screen point (x, y)."""
+
+    x: int
+    y: int
+
+
+@dataclass(frozen=True)
+class Click(PointerAction):
     """A single left click at (x, y)."""
 
     kind: ClassVar[str] = "click"
-    x: int
-    y: int
 
 
 @dataclass(frozen=True)
-class LeftDouble(Action):
+class LeftDouble(PointerAction):
     """A double left click at (x, y)."""
 
     kind: ClassVar[str] = "left_double"
-    x: int
-    y: int
 
 
 @dataclass(frozen=True)
-class RightSingle(Action):
+class RightSingle(PointerAction):
     """A single right click at (x, y)."""
 
     kind: ClassVar[str] = "right_single"
-    x: int
-    y: int
 
 
 @dataclass(frozen=True)
-class Hover(Action):
+class Hover(PointerAction):
     """Move the pointer to (x, y) without clicking."""
 
     kind: ClassVar[str] = "hover"
-    x: int
-    y: int
 
 
 @dataclass(frozen=True)
@@ -91,12 +91,10 @@ class Drag(Action):
 
 
 @dataclass(frozen=True)
-class Scroll(Action):
+class Scroll(PointerAction):
     """Scroll `amount` notches in `direction` with the pointer at (x, y)."""
 
     kind: ClassVar[str] = "scroll"
-    x: int
-    y: int
     direction: str
     amount: int = 5
 
@@ -196,13 +194,11 @@ _MOBILE = frozenset({"mobile"})
 
 
 @dataclass(frozen=True)
-class LongPress(Action):
+class LongPress(PointerAction):
     """Touch and hold at (x, y)."""
 
     kind: ClassVar[str] = "long_press"
     platforms: ClassVar[frozenset[str]] = _MOBILE
-    x: int
-    y: int
     seconds: float = 1.0
 
 

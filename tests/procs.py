@@ -8,10 +8,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -96,3 +99,29 @@ def daphne_server(tmp_path: Path) -> Iterator[str]:
     args = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
     with process(args, ready=port_open(port), env=child_db_env(), log_path=tmp_path / "daphne.log"):
         yield f"http://127.0.0.1:{port}"
+
+
+def wait_for(cond: Callable[[], T], timeout: float = 5.0, interval: float = 0.02) -> T:
+    """Poll `cond` until it returns something truthy (returned) or `timeout` passes (its last value)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(interval)
+    return cond()
+
+
+def is_alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie waiting to be reaped counts as gone)."""
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def alive(pids: Iterable[int]) -> list[int]:
+    """The ones of `pids` still running."""
+    return [pid for pid in pids if is_alive(pid)]

@@ -16,7 +16,7 @@ import urllib.request
 import psutil
 import pytest
 
-from tests.procs import ROOT, free_port
+from tests.procs import ROOT, free_port, is_alive
 
 pytestmark = pytest.mark.slow
 
@@ -27,13 +27,6 @@ AS_FROM_A_TERMINAL = (
     "import os, signal; signal.signal(signal.SIGINT, signal.SIG_DFL); "
     "os.execv('scripts/run.sh', ['scripts/run.sh'])"
 )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
@@ -110,7 +103,7 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
     # Every process run.sh started (redis, web, two workers, beat, sandbox host) and their children are gone.
     assert len(pids) == 6, output
     time.sleep(0.5)
-    assert [p for p in pids if _alive(p)] == []
+    assert [p for p in pids if is_alive(p)] == []
     groups = subprocess.run(["ps", "-eo", "pgid="], capture_output=True, text=True).stdout.split()
     assert not set(map(str, pids)) & set(groups), "a child of a started process is still running"
-    assert [p for p in sandbox_pids if _alive(p)] == [], "sandbox processes outlived make run"
+    assert [p for p in sandbox_pids if is_alive(p)] == [], "sandbox processes outlived make run"

@@ -15,7 +15,9 @@ from typing import Any
 
 import httpx
 
-from tests.procs import ROOT, free_port
+from tests.procs import ROOT, free_port, is_alive
+
+__all__ = ["LIGHT_DESKTOP", "TOKEN", "HostProc", "host_process", "is_alive"]
 
 TOKEN = "test-host-token-0123456789abcdef"
 LIGHT_DESKTOP = {"provider": "xdesktop", "min_idle": 1, "max_total": 2, "options": {"apps": ["xterm"]}}
@@ -104,16 +106,3 @@ def host_process(**kwargs: Any) -> Iterator[HostProc]:
         yield host
     finally:
         host.stop()
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie of ours counts as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

@@ -9,7 +9,7 @@ import signal
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from sandbox_workers.base import (
     provider_class,
 )
 from sandbox_workers.providers.browser import BrowserProvider, InvalidParams
+from tests.procs import alive, wait_for
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="no Chromium")
 
@@ -47,6 +48,7 @@ PNG, JPEG = b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff"
 COUNTER = (
     "<body><div id=c>0</div><script>let n = 0; setInterval(() => { n++; c.textContent = n }, 100)</script>"
 )
+
 INPUTS = """<body style="margin:0"><input id=t style="position:absolute;left:10px;top:10px;width:300px">
 <div id=log style="position:absolute;left:10px;top:50px">-</div><div style="height:5000px"></div><script>
 const log = [];
@@ -96,26 +98,6 @@ def fresh_root(tmp_path: Path) -> Path:
 def text(sb: BrowserProvider, selector: str) -> str:
     els = sb.call("dom", {"selector": selector})["elements"]
     return str(els[0].get("text", "")) if els else ""
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
-
-
-def alive(pids: list[int]) -> list[int]:
-    out = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-        except psutil.Error:
-            pass
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from agent_core.actions import Click, Terminal, Type
 from sandbox_workers.base import EnvError, SandboxError, SandboxPathError
 from sandbox_workers.client import HostAuthError, HostClient
 from sandbox_workers.pool import LeaseBroken, LeaseNotFound
-from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc, alive, host_process
+from tests.procs import is_alive as alive
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc, host_process
 
 pytestmark = pytest.mark.slow
 

@@ -19,28 +19,8 @@ from PIL import Image, ImageChops
 
 from agent_core import actions as A
 from sandbox_workers.base import ActionUnsupported, EnvError, SandboxPathError
+from tests.procs import alive, wait_for
 from tests.sandbox_workers.conftest import xdesktop_module
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    return cond()
-
-
-def alive(pids: list[int]) -> list[int]:
-    out = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-        except psutil.Error:
-            pass
-    return out
 
 
 def window(sb: Any, cls: str) -> dict[str, Any]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django.test import override_settings
 
 from agent_core.actions import Click
 from sandbox_workers.client import HostUnreachable
+from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
 from webapp.sandboxes.models import Lease, Sandbox, SandboxHost
 from webapp.sandboxes.services import SandboxUnavailable, lease_end, sandbox_admin, sandbox_lease
@@ -16,11 +15,8 @@ from webapp.sandboxes.services import SandboxUnavailable, lease_end, sandbox_adm
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def wait_for(predicate, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+def until(predicate, what: str) -> None:
+    assert wait_for(predicate, timeout=60, interval=0.2), f"timed out waiting for {what}"
 
 
 @override_settings(SANDBOX_HOST_TOKEN=TOKEN)
@@ -33,7 +29,7 @@ def test_two_hosts_register_and_lend_sandboxes_to_one_web_app(live_server, tmp_p
     for h in hosts:
         h.start()
     try:
-        wait_for(
+        until(
             lambda: Sandbox.objects.filter(state="idle", profile="desktop").count() == 2,
             what="both hosts to report an idle desktop",
         )
@@ -50,7 +46,7 @@ def test_two_hosts_register_and_lend_sandboxes_to_one_web_app(live_server, tmp_p
 
         # An admin kills the sandbox under the first lease: the host replaces it and reports it.
         sandbox_admin(sandbox=first.sandbox, action="kill")
-        wait_for(
+        until(
             lambda: (
                 Lease.objects.get(pk=first.pk).state != "active"
                 and Sandbox.objects.get(pk=first.sandbox.pk).state == "stopped"
@@ -59,7 +55,7 @@ def test_two_hosts_register_and_lend_sandboxes_to_one_web_app(live_server, tmp_p
         )
         lease_end(lease=second)
         assert Lease.objects.get(pk=second.pk).state == "released"
-        wait_for(
+        until(
             lambda: Sandbox.objects.filter(state="idle", profile="desktop").count() == 2,
             what="both pools to refill",
         )
