@@ -16,7 +16,7 @@ import urllib.request
 import psutil
 import pytest
 
-from tests.procs import ROOT, free_port, is_alive
+from tests.procs import ROOT, free_port, is_alive, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -70,19 +70,18 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
         home = opener.open(request).read().decode()
         assert 'data-testid="username">admin<' in home
         assert "role-admin" in home
+
         # The sandbox host registered and warmed its desktop and browser pools.
-        deadline = time.monotonic() + 120
-        while True:
+        def pools_warm() -> bool:
             page = opener.open(f"{base}/sandboxes/").read().decode()
             idle = re.findall(r'data-sandbox="([^"]+)".*?status-idle', page, re.S)
-            if (
+            return (
                 "local" in page
                 and any(s.startswith("desktop-") for s in idle)
                 and any(s.startswith("browser-") for s in idle)
-            ):
-                break
-            assert time.monotonic() < deadline, page
-            time.sleep(1)
+            )
+
+        assert wait_for(pools_warm, 120, interval=1), opener.open(f"{base}/sandboxes/").read().decode()
         # Sandbox processes run in sessions of their own (so a restarted host can adopt them):
         # the process-group check below would miss them, so remember them by ancestry.
         host_pid = int(re.search(r"^\[run\] sandbox-host \(pid (\d+),", text, re.M).group(1))
@@ -102,7 +101,7 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
     assert "[run] stopped" in rest
     # Every process run.sh started (redis, web, two workers, beat, sandbox host) and their children are gone.
     assert len(pids) == 6, output
-    time.sleep(0.5)
+    wait_for(lambda: not any(is_alive(p) for p in pids), 5)
     assert [p for p in pids if is_alive(p)] == []
     groups = subprocess.run(["ps", "-eo", "pgid="], capture_output=True, text=True).stdout.split()
     assert not set(map(str, pids)) & set(groups), "a child of a started process is still running"

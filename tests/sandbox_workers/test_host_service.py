@@ -18,6 +18,7 @@ from sandbox_workers.base import EnvError, SandboxError, SandboxPathError
 from sandbox_workers.client import HostAuthError, HostClient
 from sandbox_workers.pool import LeaseBroken, LeaseNotFound
 from tests.procs import is_alive as alive
+from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc, host_process
 
 pytestmark = pytest.mark.slow
@@ -56,10 +57,11 @@ def test_act_returns_the_next_screenshot_and_the_shell_sees_what_the_gui_did(hos
         sb.act(Click(x=640, y=360))
         after = sb.act(Type(content="echo typed-in-xterm > from_gui.txt\n"))
         assert changed_pixels(before.screenshot.data, after.screenshot.data) > 50
-        deadline = time.monotonic() + 5
-        while (res := sb.exec("cat from_gui.txt")).stdout.strip() != "typed-in-xterm":
-            assert time.monotonic() < deadline, res
-            time.sleep(0.1)
+
+        def typed() -> bool:
+            return sb.exec("cat from_gui.txt").stdout.strip() == "typed-in-xterm"
+
+        assert wait_for(typed, 5, interval=0.1), sb.exec("cat from_gui.txt")
         sb.put_file("notes/in.txt", b"uploaded")
         assert sb.exec(["cat", "notes/in.txt"]).stdout == "uploaded"
         assert sb.get_file("from_gui.txt") == b"typed-in-xterm\n"
@@ -126,14 +128,13 @@ def test_killing_xvfb_gives_the_holder_an_env_error_within_2_s_and_the_pool_repl
             time.sleep(0.05)
     assert time.monotonic() - killed < 2
     assert isinstance(err.value, LeaseBroken)
-    deadline = time.monotonic() + 30
-    while True:
+
+    def replaced() -> bool:
         status = host.status()
         ids = {s["id"] for s in status["sandboxes"]}
-        if sb.info.sandbox_id not in ids and status["profiles"]["desktop"]["states"]["idle"] >= 1:
-            break
-        assert time.monotonic() < deadline, status
-        time.sleep(0.2)
+        return sb.info.sandbox_id not in ids and status["profiles"]["desktop"]["states"]["idle"] >= 1
+
+    assert wait_for(replaced, 30, interval=0.2), host.status()
     sb.release()  # releasing the broken lease is allowed
 
 
@@ -156,10 +157,7 @@ def test_restarting_the_host_keeps_live_sandboxes_and_leases_and_leaves_nothing_
             pids = [p for s in host.status()["sandboxes"] for p in s["pids"]]
     finally:
         host.stop()
-    deadline = time.monotonic() + 10
-    while any(alive(p) for p in pids):
-        assert time.monotonic() < deadline, [p for p in pids if alive(p)]
-        time.sleep(0.1)
+    assert wait_for(lambda: not any(alive(p) for p in pids), 10, interval=0.1), [p for p in pids if alive(p)]
 
 
 def test_500_acquire_release_expire_cycles_leave_no_orphans_and_flat_memory(tmp_path):
@@ -198,7 +196,4 @@ def test_500_acquire_release_expire_cycles_leave_no_orphans_and_flat_memory(tmp_
     growth_mib = (rss[-1] - rss[1]) / 2**20
     print(f"host RSS: {[round(r / 2**20) for r in rss]} MiB; growth after warm-up {growth_mib:.1f} MiB")
     assert growth_mib < 40, rss
-    deadline = time.monotonic() + 10
-    while any(alive(p) for p in seen):
-        assert time.monotonic() < deadline, [p for p in seen if alive(p)]
-        time.sleep(0.1)
+    assert wait_for(lambda: not any(alive(p) for p in seen), 10, interval=0.1), [p for p in seen if alive(p)]
