@@ -66,8 +66,13 @@ def run_episode(
     on_step: StepSink | None = None,
     score: bool = True,
     should_stop: Callable[[], bool] | None = None,
+    gate: Callable[[], bool] | None = None,
 ) -> EpisodeOutcome:
-    """Run `policy` on `prepared` in `env` until it finishes or a budget runs out; score the end state."""
+    """Run `policy` on `prepared` in `env` until it finishes or a budget runs out; score the end state.
+
+    `gate`, called before each policy turn, may block while a person has taken control of the
+    sandbox; it returns True when the screen may have changed meanwhile (the loop observes again).
+    """
     cfg = config or AgentConfig()
     spec = prepared.spec
     max_steps = cfg.max_steps or spec.limits.max_steps
@@ -108,6 +113,9 @@ def run_episode(
         if should_stop is not None and should_stop():
             run.stop_reason = "policy_stopped"
             break
+        if gate is not None and gate():
+            obs = env.observe()
+            continue  # the budgets are checked again: the pause may have used them up
         screen = (obs.width, obs.height)
         inp = PolicyInput(
             instruction=prepared.instruction,
@@ -201,6 +209,61 @@ def run_episode(
         outcome.reward,
     )
     return outcome
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One suggested step for interactive annotation: the policy's thought and first action."""
+
+    thought: str
+    action: A.Action | None
+    action_text: str
+    raw_output: str
+    invalid_reason: str
+    latency_ms: int
+
+
+def propose_step(
+    policy: Policy,
+    prepared: PreparedTask,
+    obs: Obs,
+    *,
+    history: Sequence[StepRecord] = (),
+    config: AgentConfig | None = None,
+) -> Proposal:
+    """Ask `policy` what it would do on `obs` (after `history`), without acting.
+
+    The caller has reset the policy for the episode. The action text is written in screen pixels,
+    the form a person edits and the sandbox executes.
+    """
+    cfg = config or AgentConfig()
+    platform = ACTION_PLATFORM.get(prepared.spec.platform, "desktop")
+    screen = (obs.width, obs.height)
+    system = system_prompt(platform, language=cfg.language) if policy.wants_messages else ""
+    inp = PolicyInput(
+        instruction=prepared.instruction,
+        observation=obs,
+        step_index=len(history),
+        history=tuple(history),
+        messages=build_messages(
+            system=system,
+            instruction=prepared.instruction,
+            observation=obs,
+            history=list(history),
+            images=cfg.history_images,
+        )
+        if policy.wants_messages
+        else (),
+        screen=screen,
+    )
+    t0 = time.monotonic()
+    out = policy.act(inp)
+    latency_ms = int((time.monotonic() - t0) * 1000)
+    parsed = _interpret(out, policy, screen=screen, platform=platform)
+    if isinstance(parsed, str):
+        return Proposal(out.thought, None, "", out.text, parsed, latency_ms)
+    thought, _texts, acts, _extra = parsed
+    return Proposal(thought, acts[0], _action_text(acts[0], screen), out.text, "", latency_ms)
 
 
 def _interpret(

@@ -27,8 +27,10 @@ class FakeEnv:
         self.acted: list[A.Action] = []
         self.files: dict[str, bytes] = {}
         self.fail_after = fail_after
+        self.observed = 0
 
     def observe(self) -> Obs:
+        self.observed += 1
         return Obs(screenshot=PNG, width=self.width, height=self.height, info={"n": len(self.acted)})
 
     def act(self, action: A.Action) -> Obs:
