@@ -73,5 +73,8 @@ if [ "$(cat var/.npm-stamp 2>/dev/null)" != "$npm_stamp" ] || [ ! -d node_module
 fi
 mkdir -p static/vendor
 cp -u node_modules/htmx.org/dist/htmx.min.js static/vendor/htmx.min.js
+# noVNC is ES modules (core/ imports ../vendor/pako): copied as they are, no build step.
+mkdir -p static/vendor/novnc
+cp -ru node_modules/@novnc/novnc/core node_modules/@novnc/novnc/vendor static/vendor/novnc/
 
 log "ready ($MODE)"

@@ -3,7 +3,11 @@
 from django.urls import path
 
 from webapp.episodes.consumers import EpisodeStepsConsumer
+from webapp.sandboxes.consumers import ScreencastConsumer, VncRelayConsumer, WebRtcConsumer
 
 websocket_urlpatterns = [
     path("ws/episodes/<int:episode_id>/", EpisodeStepsConsumer.as_asgi()),
+    path("ws/sandboxes/<int:pk>/vnc/", VncRelayConsumer.as_asgi()),
+    path("ws/sandboxes/<int:pk>/screencast/", ScreencastConsumer.as_asgi()),
+    path("ws/sandboxes/<int:pk>/webrtc/", WebRtcConsumer.as_asgi()),
 ]

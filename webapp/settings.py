@@ -109,6 +109,8 @@ for _db in DATABASES.values():
 # Shared secret between the web app and its sandbox hosts (heartbeats in, host API calls out).
 SANDBOX_HOST_TOKEN = env_str("SANDBOX_HOST_TOKEN", "")
 SANDBOX_HOST_GRACE_SECONDS = env_int("SANDBOX_HOST_GRACE_SECONDS", 30, minimum=1)
+# Live view tickets (signed, tied to the session): how long one may wait before its socket connects.
+LIVE_TICKET_SECONDS = env_int("LIVE_TICKET_SECONDS", 60, minimum=1)
 # Rollouts: a running episode whose worker has been silent this long is reaped and re-run; a queued
 # one that no worker started in ROLLOUT_REQUEUE_SECONDS is enqueued again (starting it is idempotent).
 ROLLOUT_STALE_SECONDS = env_int("ROLLOUT_STALE_SECONDS", 90, minimum=2)

@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 
+from webapp.episodes.models import Episode
+from webapp.episodes.selectors import episodes_visible_to
 from webapp.sandboxes.models import Lease, Sandbox, SandboxHost
 
 
@@ -45,3 +47,40 @@ def host_errors(*, hosts: list[SandboxHost]) -> list[dict[str, Any]]:
         for err in (h.report or {}).get("errors", [])
     ]
     return sorted(errors, key=lambda e: e["at"], reverse=True)
+
+
+# --- who may watch or drive a sandbox's screen ----------------------------------------------------
+
+CONTROL = "control"
+VIEW = "view"
+
+
+def sandbox_access(*, user: Any, sandbox: Sandbox) -> str | None:
+    """ "control", "view" or None: what `user` may do with `sandbox`'s live screen now."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return None
+    if user.is_superuser or user.has_perm("sandboxes.change_sandbox"):
+        return CONTROL
+    if Lease.objects.filter(sandbox=sandbox, state=Lease.State.ACTIVE, user=user).exists():
+        return CONTROL
+    if user.has_perm("sandboxes.view_sandbox"):
+        # Researchers run rollouts, so they may take over one on a sandbox they can see.
+        return CONTROL if user.has_perm("episodes.run_rollouts") else VIEW
+    running = episodes_visible_to(user=user).filter(sandbox=sandbox, status=Episode.Status.RUNNING)
+    return VIEW if running.exists() else None
+
+
+def sandboxes_visible_to(*, user: Any) -> QuerySet[Sandbox]:
+    """Sandboxes whose live screen `user` may see (the same rule as sandbox_access), for the wall."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return Sandbox.objects.none()
+    qs = sandboxes_list()
+    if (
+        user.is_superuser
+        or user.has_perm("sandboxes.change_sandbox")
+        or user.has_perm("sandboxes.view_sandbox")
+    ):
+        return qs
+    running = episodes_visible_to(user=user).filter(status=Episode.Status.RUNNING).values("sandbox_id")
+    held = Lease.objects.filter(state=Lease.State.ACTIVE, user=user).values("sandbox_id")
+    return qs.filter(Q(pk__in=running) | Q(pk__in=held))

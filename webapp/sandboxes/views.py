@@ -1,9 +1,13 @@
-"""The sandboxes page: hosts, sandboxes, leases, recent errors and latencies; reset and kill."""
+"""The sandboxes page (hosts, sandboxes, leases, errors; reset and kill) and the live screens."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
+from django.conf import settings
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -11,8 +15,17 @@ from django.views.decorators.http import require_GET, require_POST
 from sandbox_workers.base import SandboxError
 from webapp.accounts.access import page_requires
 from webapp.sandboxes.models import Sandbox
-from webapp.sandboxes.selectors import host_errors, hosts_with_counts, sandboxes_list
+from webapp.sandboxes.selectors import (
+    CONTROL,
+    VIEW,
+    host_errors,
+    hosts_with_counts,
+    sandbox_access,
+    sandboxes_list,
+    sandboxes_visible_to,
+)
 from webapp.sandboxes.services import sandbox_admin
+from webapp.sandboxes.tickets import ticket_issue
 
 
 @require_GET
@@ -43,3 +56,83 @@ def control(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     else:
         messages.success(request, f"{sandbox}: {action} sent to {sandbox.host.name}.")
     return redirect("sandboxes:overview")
+
+
+# --- live screens ----------------------------------------------------------------------------------
+
+
+def _visible_sandbox(request: HttpRequest, pk: int) -> tuple[Sandbox, str]:
+    """The sandbox and the user's access to it; 404 when it does not exist or they may not see it."""
+    sandbox = Sandbox.objects.select_related("host").filter(pk=pk).first()
+    access = sandbox_access(user=request.user, sandbox=sandbox) if sandbox else None
+    if sandbox is None or access is None:
+        raise Http404("no such sandbox")
+    return sandbox, access
+
+
+def _transports(sandbox: Sandbox) -> list[str]:
+    """The live transports this sandbox offers, best first."""
+    vnc = ["vnc"] if sandbox.endpoints.get("vnc") else []
+    return [*vnc, "webrtc", "screencast"]
+
+
+@require_POST
+@page_requires()
+def ticket(request: HttpRequest, pk: int) -> JsonResponse:
+    """A short-lived ticket (and the WebSocket URL carrying it) for one live stream of a sandbox."""
+    sandbox, _ = _visible_sandbox(request, pk)
+    mode = request.POST.get("mode", VIEW)
+    transport = request.POST.get("transport", "vnc")
+    try:
+        value = ticket_issue(
+            user=request.user,
+            session_key=request.session.session_key,
+            sandbox=sandbox,
+            mode=mode,
+            transport=transport,
+        )
+    except ValueError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    except PermissionDenied as exc:
+        return JsonResponse({"error": str(exc)}, status=403)
+    query = {"ticket": value}
+    if transport in ("screencast", "webrtc") and request.POST.get("fps"):
+        query["fps"] = request.POST["fps"]
+    body: dict[str, object] = {
+        "ticket": value,
+        "url": f"/ws/sandboxes/{sandbox.pk}/{transport}/?{urlencode(query)}",
+        "mode": mode,
+        "transport": transport,
+        "expires_in": settings.LIVE_TICKET_SECONDS,
+    }
+    screen = sandbox.endpoints.get("screen")
+    if isinstance(screen, dict) and {"width", "height"} <= screen.keys():
+        body["screen"] = {"width": screen["width"], "height": screen["height"]}
+    return JsonResponse(body)
+
+
+@require_GET
+@page_requires()
+def live(request: HttpRequest, pk: int) -> HttpResponse:
+    """The full live view of one sandbox: noVNC, WebRTC or screencast; view-only unless asked."""
+    sandbox, access = _visible_sandbox(request, pk)
+    transports = _transports(sandbox)
+    transport = request.GET.get("transport", transports[0])
+    if transport not in transports:
+        transport = transports[0]
+    context = {
+        "sandbox": sandbox,
+        "access": access,
+        "transports": transports,
+        "transport": transport,
+        "mode": CONTROL if access == CONTROL and request.GET.get("mode") == CONTROL else VIEW,
+    }
+    return render(request, "sandboxes/live.html", context)
+
+
+@require_GET
+@page_requires()
+def wall(request: HttpRequest) -> HttpResponse:
+    """Live thumbnails (screencast, a few frames per second) of every sandbox the user may see."""
+    sandboxes = sandboxes_visible_to(user=request.user).exclude(state=Sandbox.State.UNHEALTHY)[:60]
+    return render(request, "sandboxes/wall.html", {"sandboxes": sandboxes})

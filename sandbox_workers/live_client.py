@@ -1,0 +1,59 @@
+"""Client side of a host's live streams: the URLs of its VNC and screencast sockets, and frames."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from urllib.parse import quote
+
+import aiohttp
+
+__all__ = ["LiveStreamError", "auth_headers", "host_frames", "host_screencast_url", "host_vnc_url"]
+
+
+class LiveStreamError(Exception):
+    """The host refused or dropped a live stream."""
+
+
+def _ws_base(api_url: str) -> str:
+    base = api_url.rstrip("/")
+    if base.startswith("https://"):
+        return "wss://" + base[len("https://") :]
+    if base.startswith("http://"):
+        return "ws://" + base[len("http://") :]
+    return base
+
+
+def host_vnc_url(api_url: str, sandbox_id: str) -> str:
+    """The host's WebSocket URL carrying `sandbox_id`'s RFB stream."""
+    return f"{_ws_base(api_url)}/v1/sandboxes/{quote(sandbox_id, safe='')}/vnc"
+
+
+def host_screencast_url(api_url: str, sandbox_id: str, fps: float) -> str:
+    """The host's WebSocket URL sending `sandbox_id`'s screen as JPEG frames at up to `fps`."""
+    return f"{_ws_base(api_url)}/v1/sandboxes/{quote(sandbox_id, safe='')}/screencast?fps={fps:g}"
+
+
+def auth_headers(token: str) -> dict[str, str]:
+    """The bearer header every host call carries."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def host_frames(api_url: str, token: str, sandbox_id: str, fps: float) -> AsyncIterator[bytes]:
+    """JPEG frames of a sandbox's screen from its host, until the host ends the stream."""
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        try:
+            ws = await session.ws_connect(
+                host_screencast_url(api_url, sandbox_id, fps),
+                headers=auth_headers(token),
+                heartbeat=30,
+                max_msg_size=32 * 1024 * 1024,
+            )
+        except (aiohttp.ClientError, OSError) as exc:
+            raise LiveStreamError(f"the host refused the screencast of {sandbox_id}: {exc}") from exc
+        async with ws:
+            async for msg in ws:
+                if msg.type == aiohttp.WSMsgType.BINARY:
+                    yield msg.data
+                elif msg.type in (aiohttp.WSMsgType.ERROR, aiohttp.WSMsgType.CLOSE):
+                    break

@@ -1,0 +1,308 @@
+// The live screen of a sandbox in a box: noVNC, WebRTC or the JPEG screencast, behind a short-lived
+// ticket. An <svg> overlay covers exactly the drawn screen with a viewBox in screen pixels, so other
+// scripts draw markers (proposed clicks, cursors) in screen coordinates. Reconnects with a fresh
+// ticket when the socket drops; stops when the server says no (403/404, close code 4401/4403).
+//
+//   import { mount } from "/static/js/liveview.js";   // or window.FlywheelLive.mount
+//   const live = mount(el, { sandbox: 7, transport: "vnc", mode: "view", onStatus: console.log });
+//   live.toScreen(ev.clientX, ev.clientY)  // {x, y} in screen pixels, or null outside the screen
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const DENIED_CODES = new Set([4401, 4403, 4400]);
+const NOVNC = new URL("../vendor/novnc/core/rfb.js", import.meta.url).href;
+
+function csrfToken() {
+  try {
+    const headers = JSON.parse(document.body.getAttribute("hx-headers") || "{}");
+    if (headers["X-CSRFToken"]) return headers["X-CSRFToken"];
+  } catch (e) { /* fall through to the cookie */ }
+  const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+  return m ? decodeURIComponent(m[1]) : "";
+}
+
+function wsUrl(path) {
+  return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
+}
+
+class Denied extends Error {}
+
+export function mount(el, options) {
+  const opts = Object.assign({ transport: "vnc", mode: "view", fps: null, onStatus: null }, options || {});
+  const sandbox = opts.sandbox;
+  const ticketUrl = opts.ticketUrl || `/sandboxes/${sandbox}/ticket/`;
+  const control = opts.mode === "control";
+
+  const box = document.createElement("div");
+  box.className = "live-box";
+  box.dataset.transport = opts.transport;
+  box.dataset.mode = opts.mode;
+  Object.assign(box.style, { position: "relative", overflow: "hidden", width: "100%", height: "100%",
+    background: "#111" });
+  const stage = document.createElement("div");
+  Object.assign(stage.style, { position: "absolute", inset: "0" });
+  const overlay = document.createElementNS(SVG_NS, "svg");
+  overlay.setAttribute("class", "live-overlay");
+  overlay.setAttribute("preserveAspectRatio", "none");
+  Object.assign(overlay.style, { position: "absolute", left: "0", top: "0", width: "0", height: "0",
+    pointerEvents: "none", overflow: "visible" });
+  box.append(stage, overlay);
+  el.appendChild(box);
+
+  let closed = false;
+  let attempt = 0;
+  let retryTimer = null;
+  let session = null; // the current transport: {drawn(), size(), close()}
+
+  function status(state, detail) {
+    box.dataset.state = state;
+    if (opts.onStatus) opts.onStatus({ state, transport: opts.transport, mode: opts.mode, detail });
+  }
+
+  async function fetchTicket() {
+    const body = new URLSearchParams({ mode: opts.mode, transport: opts.transport });
+    if (opts.fps) body.set("fps", String(opts.fps));
+    const r = await fetch(ticketUrl, { method: "POST", body, credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken() } });
+    if (r.status === 403 || r.status === 404 || r.status === 400) {
+      let why = r.statusText;
+      try { why = (await r.json()).error || why; } catch (e) { /* not JSON */ }
+      throw new Denied(`${r.status}: ${why}`);
+    }
+    if (!r.ok || r.redirected) throw new Error(`ticket: HTTP ${r.status}`);
+    return r.json();
+  }
+
+  // Fit a <canvas>/<video> of `w`×`h` into the box, centred, aspect kept.
+  function fit(media, w, h) {
+    if (!w || !h) return;
+    const bw = box.clientWidth, bh = box.clientHeight;
+    const s = Math.min(bw / w, bh / h);
+    Object.assign(media.style, { position: "absolute", width: `${w * s}px`, height: `${h * s}px`,
+      left: `${(bw - w * s) / 2}px`, top: `${(bh - h * s) / 2}px` });
+  }
+
+  function syncOverlay() {
+    if (!session) return;
+    const media = session.drawn();
+    const { width, height } = session.size();
+    if (!media || !width || !height) {
+      overlay.style.width = "0";
+      return;
+    }
+    session.refit && session.refit();
+    const r = media.getBoundingClientRect(), b = box.getBoundingClientRect();
+    Object.assign(overlay.style, { left: `${r.left - b.left}px`, top: `${r.top - b.top}px`,
+      width: `${r.width}px`, height: `${r.height}px` });
+    const vb = `0 0 ${width} ${height}`;
+    if (overlay.getAttribute("viewBox") !== vb) overlay.setAttribute("viewBox", vb);
+  }
+  const resizeObserver = new ResizeObserver(syncOverlay);
+  resizeObserver.observe(box);
+  const syncTimer = setInterval(syncOverlay, 250);
+
+  function toScreen(clientX, clientY) {
+    if (!session) return null;
+    const media = session.drawn();
+    const { width, height } = session.size();
+    if (!media || !width || !height) return null;
+    const r = media.getBoundingClientRect();
+    if (clientX < r.left || clientY < r.top || clientX >= r.right || clientY >= r.bottom) return null;
+    return {
+      x: Math.min(width - 1, Math.floor(((clientX - r.left) / r.width) * width)),
+      y: Math.min(height - 1, Math.floor(((clientY - r.top) / r.height) * height)),
+    };
+  }
+
+  function dropped(code, why) {
+    if (closed) return;
+    if (session) { try { session.close(); } catch (e) { /* already gone */ } session = null; }
+    if (DENIED_CODES.has(code)) { status("denied", why || `closed ${code}`); return; }
+    attempt += 1;
+    const delay = Math.min(10000, 500 * 2 ** Math.min(attempt, 5));
+    status("reconnecting", `${why || "connection lost"}; retrying in ${Math.round(delay / 100) / 10} s`);
+    retryTimer = setTimeout(connect, delay);
+  }
+
+  async function connect() {
+    retryTimer = null;
+    if (closed) return;
+    status("connecting");
+    let ticket;
+    try {
+      ticket = await fetchTicket();
+    } catch (e) {
+      if (e instanceof Denied) { status("denied", e.message); return; }
+      dropped(0, e.message);
+      return;
+    }
+    if (closed) return;
+    try {
+      const start = { vnc: startVnc, webrtc: startWebRtc, screencast: startScreencast }[opts.transport];
+      if (!start) throw new Denied(`unknown transport ${opts.transport}`);
+      session = await start(wsUrl(ticket.url), ticket);
+    } catch (e) {
+      if (e instanceof Denied) { status("denied", e.message); return; }
+      dropped(0, e.message);
+    }
+  }
+
+  function connected() {
+    attempt = 0;
+    status("connected");
+    syncOverlay();
+  }
+
+  // --- noVNC: raw RFB over the relay; the server filters input on view tickets anyway -------------
+  async function startVnc(url) {
+    const { default: RFB } = await import(NOVNC);
+    const rfb = new RFB(stage, url, { shared: true });
+    rfb.viewOnly = !control;
+    rfb.focusOnClick = control;
+    rfb.scaleViewport = true;
+    rfb.background = "#111";
+    const canvas = () => stage.querySelector("canvas");
+    rfb.addEventListener("connect", connected);
+    rfb.addEventListener("disconnect", (ev) => {
+      if (session && session.rfb === rfb) dropped(0, ev.detail.clean ? "closed" : "connection lost");
+    });
+    rfb.addEventListener("securityfailure", (ev) => dropped(4403, `security: ${ev.detail.reason || ""}`));
+    return {
+      rfb,
+      drawn: canvas,
+      size: () => { const c = canvas(); return { width: c ? c.width : 0, height: c ? c.height : 0 }; },
+      close: () => { try { rfb.disconnect(); } catch (e) { /* already closed */ } stage.replaceChildren(); },
+    };
+  }
+
+  // --- screencast: one JPEG per binary message, newest wins ---------------------------------------
+  async function startScreencast(url) {
+    const canvas = document.createElement("canvas");
+    canvas.className = "live-screen";
+    stage.replaceChildren(canvas);
+    const ctx = canvas.getContext("2d");
+    const ws = new WebSocket(url);
+    ws.binaryType = "arraybuffer";
+    let pending = null, busy = false, gotFirst = false;
+    async function paint() {
+      if (busy || !pending) return;
+      busy = true;
+      const data = pending;
+      pending = null;
+      try {
+        const bmp = await createImageBitmap(new Blob([data], { type: "image/jpeg" }));
+        if (canvas.width !== bmp.width || canvas.height !== bmp.height) {
+          canvas.width = bmp.width;
+          canvas.height = bmp.height;
+          fit(canvas, bmp.width, bmp.height);
+        }
+        ctx.drawImage(bmp, 0, 0);
+        bmp.close();
+        if (!gotFirst) { gotFirst = true; connected(); }
+      } catch (e) { /* a bad frame: wait for the next */ }
+      busy = false;
+      if (pending) paint();
+    }
+    ws.onmessage = (ev) => { if (ev.data instanceof ArrayBuffer) { pending = ev.data; paint(); } };
+    const me = {
+      drawn: () => (canvas.width ? canvas : null),
+      size: () => ({ width: canvas.width, height: canvas.height }),
+      refit: () => fit(canvas, canvas.width, canvas.height),
+      close: () => { ws.onclose = null; ws.close(); stage.replaceChildren(); },
+    };
+    ws.onclose = (ev) => { if (session === me) dropped(ev.code, ev.reason || `closed ${ev.code}`); };
+    return me;
+  }
+
+  // --- WebRTC: a recvonly video track; in control mode an "input" data channel --------------------
+  async function startWebRtc(url) {
+    const video = document.createElement("video");
+    video.className = "live-screen";
+    Object.assign(video, { autoplay: true, muted: true, playsInline: true });
+    stage.replaceChildren(video);
+    const pc = new RTCPeerConnection({ iceServers: [] });
+    pc.addTransceiver("video", { direction: "recvonly" });
+    const channel = control ? pc.createDataChannel("input", { ordered: true }) : null;
+    const ws = new WebSocket(url);
+    let me = null;
+    const failed = (why, code) => { if (session === me) dropped(code || 0, why); };
+    pc.ontrack = (ev) => { video.srcObject = ev.streams[0] || new MediaStream([ev.track]); };
+    video.addEventListener("loadedmetadata", () => { fit(video, video.videoWidth, video.videoHeight); connected(); });
+    video.addEventListener("resize", () => fit(video, video.videoWidth, video.videoHeight));
+    pc.onconnectionstatechange = () => {
+      if (pc.connectionState === "failed" || pc.connectionState === "closed") failed(`peer ${pc.connectionState}`);
+    };
+    ws.onmessage = async (ev) => {
+      const msg = JSON.parse(ev.data);
+      if (msg.type === "answer") await pc.setRemoteDescription({ type: "answer", sdp: msg.sdp });
+      else if (msg.type === "error") failed(msg.error);
+    };
+    ws.onclose = (ev) => failed(ev.reason || `closed ${ev.code}`, ev.code);
+    ws.onopen = async () => {
+      await pc.setLocalDescription(await pc.createOffer());
+      // The server's peer does not trickle; send the offer once every candidate is in it.
+      if (pc.iceGatheringState !== "complete") {
+        await new Promise((resolve) => {
+          const done = () => { if (pc.iceGatheringState === "complete") resolve(); };
+          pc.addEventListener("icegatheringstatechange", done);
+          setTimeout(resolve, 2000);
+        });
+      }
+      ws.send(JSON.stringify({ type: "offer", sdp: pc.localDescription.sdp }));
+    };
+    const unbind = channel ? bindInput(video, channel) : () => {};
+    me = {
+      drawn: () => (video.videoWidth ? video : null),
+      size: () => ({ width: video.videoWidth, height: video.videoHeight }),
+      refit: () => fit(video, video.videoWidth, video.videoHeight),
+      close: () => { unbind(); ws.onclose = null; ws.close(); pc.close(); stage.replaceChildren(); },
+    };
+    return me;
+  }
+
+  // Control over WebRTC: pointer and key events in screen pixels, as JSON on the data channel.
+  function bindInput(target, channel) {
+    target.tabIndex = 0;
+    const send = (event) => { if (channel.readyState === "open") channel.send(JSON.stringify(event)); };
+    const pointer = (action) => (ev) => {
+      const p = toScreen(ev.clientX, ev.clientY);
+      if (!p) return;
+      if (action !== "move") ev.preventDefault();
+      send({ type: "pointer", action, x: p.x, y: p.y, button: ev.button, t: Date.now() });
+    };
+    const key = (action) => (ev) => {
+      ev.preventDefault();
+      send({ type: "key", action, key: ev.key, code: ev.code, t: Date.now() });
+    };
+    const wheel = (ev) => {
+      const p = toScreen(ev.clientX, ev.clientY);
+      if (!p) return;
+      ev.preventDefault();
+      send({ type: "wheel", x: p.x, y: p.y, dx: ev.deltaX, dy: ev.deltaY, t: Date.now() });
+    };
+    const handlers = [["pointerdown", pointer("down")], ["pointerup", pointer("up")],
+      ["pointermove", pointer("move")], ["keydown", key("down")], ["keyup", key("up")], ["wheel", wheel]];
+    for (const [name, fn] of handlers) target.addEventListener(name, fn, { passive: false });
+    target.addEventListener("contextmenu", (ev) => ev.preventDefault());
+    return () => { for (const [name, fn] of handlers) target.removeEventListener(name, fn); };
+  }
+
+  connect();
+
+  return {
+    element: box,
+    overlay,
+    screenSize: () => (session ? session.size() : { width: 0, height: 0 }),
+    toScreen,
+    close() {
+      closed = true;
+      if (retryTimer) clearTimeout(retryTimer);
+      clearInterval(syncTimer);
+      resizeObserver.disconnect();
+      if (session) { try { session.close(); } catch (e) { /* already gone */ } session = null; }
+      status("closed");
+      box.remove();
+    },
+  };
+}
+
+window.FlywheelLive = { mount };

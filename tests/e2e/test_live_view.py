@@ -1,0 +1,113 @@
+"""The live view in a real Chromium: noVNC over the web app's relay draws a real desktop sandbox; an
+outsider can open neither the page, nor a ticket, nor the socket."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page
+
+from tests.conftest import Personas
+from tests.e2e.conftest import session_cookie
+from tests.procs import BIN, child_db_env, free_port, port_open, process, wait_for
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
+from webapp.sandboxes.models import Sandbox
+
+pytestmark = pytest.mark.slow
+
+# Whether the noVNC canvas in the live box has a picture: some of a grid of pixels differ.
+CANVAS_DRAWN = """() => {
+  const c = document.querySelector('[data-testid=live] canvas');
+  if (!c || !c.width || !c.height) return false;
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  const seen = new Set();
+  for (let y = 0; y < c.height; y += 37) for (let x = 0; x < c.width; x += 37) {
+    const i = (y * c.width + x) * 4; seen.add(d[i] + ',' + d[i + 1] + ',' + d[i + 2]);
+  }
+  return seen.size > 1 ? {w: c.width, h: c.height, colours: seen.size} : false;
+}"""
+
+OPEN_SOCKET = """(path) => new Promise((resolve) => {
+  const ws = new WebSocket(location.origin.replace(/^http/, "ws") + path);
+  ws.onclose = (event) => resolve(event.code);
+})"""
+
+
+@pytest.fixture
+def site(transactional_db: None, tmp_path: Path) -> Iterator[tuple[str, Sandbox]]:
+    """daphne with the host token, and a host with a light desktop heartbeating into it."""
+    port = free_port()
+    env = {**child_db_env(), "SANDBOX_HOST_TOKEN": TOKEN}
+    args = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
+    with process(args, ready=port_open(port), env=env, log_path=tmp_path / "daphne.log"):
+        url = f"http://127.0.0.1:{port}"
+        host = HostProc(name=f"e2e-live-{uuid.uuid4().hex[:6]}", var=tmp_path,
+                        profiles={"desktop": LIGHT_DESKTOP}, web_url=url, slot_base=140)  # fmt: skip
+        host.start()
+        try:
+            found = wait_for(
+                lambda: Sandbox.objects.filter(state="idle", endpoints__has_key="vnc").first(),
+                timeout=120,
+                interval=0.3,
+            )
+            assert found, "no desktop sandbox registered"
+            yield url, found
+        finally:
+            host.stop()
+
+
+def page_as(browser: Browser, base_url: str, user) -> Page:
+    context = browser.new_context(base_url=base_url)
+    context.set_default_timeout(20_000)
+    context.add_cookies([session_cookie(user, base_url)])  # type: ignore[list-item]
+    return context.new_page()
+
+
+def test_researcher_sees_the_desktop_and_an_outsider_sees_nothing(
+    browser: Browser, personas: Personas, site: tuple[str, Sandbox]
+) -> None:
+    url, sandbox = site
+    page = page_as(browser, url, personas.researcher)
+    response = page.goto(f"/sandboxes/{sandbox.pk}/live/")
+    assert response is not None and response.status == 200
+    drawn = page.wait_for_function(CANVAS_DRAWN, timeout=60_000).json_value()
+    assert drawn["w"] >= 320 and drawn["h"] >= 200, drawn
+    assert page.locator("[data-testid=live] .live-box").get_attribute("data-state") == "connected"
+    assert page.evaluate("window.liveView.screenSize()") == {"width": drawn["w"], "height": drawn["h"]}
+    # The overlay covers the drawn screen with a viewBox in screen pixels.
+    assert page.locator(".live-overlay").get_attribute("viewBox") == f"0 0 {drawn['w']} {drawn['h']}"
+
+    # The wall shows it as a live thumbnail (screencast) that links to this page.
+    page.goto("/sandboxes/wall/")
+    tile = page.locator(f"[data-testid=wall-tile][data-sandbox='{sandbox.pk}']")
+    page.wait_for_function(
+        f"""() => {{ const c = document.querySelector("[data-sandbox='{sandbox.pk}'] canvas");
+                    return c && c.width > 0; }}""",
+        timeout=60_000,
+    )
+    assert tile.get_attribute("href") == f"/sandboxes/{sandbox.pk}/live/"
+
+    outsider = page_as(browser, url, personas.outsider)
+    response = outsider.goto(f"/sandboxes/{sandbox.pk}/live/")
+    assert response is not None and response.status == 404
+    outsider.goto("/")
+    csrf = outsider.evaluate("JSON.parse(document.body.getAttribute('hx-headers'))['X-CSRFToken']")
+    ticket = outsider.request.post(
+        f"/sandboxes/{sandbox.pk}/ticket/", form={"mode": "view", "transport": "vnc"},
+        headers={"X-CSRFToken": csrf, "Referer": url + "/"},
+    )  # fmt: skip
+    assert ticket.status == 404
+    assert outsider.evaluate(OPEN_SOCKET, f"/ws/sandboxes/{sandbox.pk}/vnc/?ticket=forged") == 4403
+    # Even with the researcher's ticket in hand, the outsider's session cannot use it.
+    stolen = page.evaluate(
+        """async (pk) => {
+             const csrf = JSON.parse(document.body.getAttribute('hx-headers'))['X-CSRFToken'];
+             const r = await fetch(`/sandboxes/${pk}/ticket/`, {method: 'POST',
+               headers: {'X-CSRFToken': csrf}, body: new URLSearchParams({mode: 'view', transport: 'vnc'})});
+             return (await r.json()).url; }""",
+        sandbox.pk,
+    )
+    assert outsider.evaluate(OPEN_SOCKET, stolen) == 4403

@@ -1,0 +1,242 @@
+"""The live transports through the real thing: a sandbox host with a light desktop heartbeating into
+the test server, the web app's consumers (in this process, over the real Redis layer) relaying its
+VNC, screencast and WebRTC streams to clients that speak those protocols."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import re
+import uuid
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client, override_settings
+from django.urls import reverse
+from PIL import Image, ImageChops, ImageStat
+
+from sandbox_workers.client import HostClient, LeasedSandbox
+from tests.conftest import make_personas
+from tests.procs import wait_for
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
+from tests.sandbox_workers.rfbclient import RfbClient
+from webapp.asgi import application
+from webapp.sandboxes.consumers import sandbox_input_group
+from webapp.sandboxes.models import Sandbox
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def desktop(live_server, tmp_path):
+    """A leased light desktop (LeasedSandbox) and its row, on a host heartbeating into the test server."""
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        host = HostProc(name="live-host", var=tmp_path, profiles={"desktop": LIGHT_DESKTOP},
+                        web_url=live_server.url, slot_base=140)  # fmt: skip
+        host.start()
+        try:
+            assert wait_for(lambda: Sandbox.objects.filter(state="idle", endpoints__has_key="vnc").exists(),
+                            timeout=120, interval=0.3), "no idle desktop sandbox registered"  # fmt: skip
+            with HostClient(host.url, TOKEN) as client:
+                leased = client.acquire("desktop", holder="live-test", ttl_s=600)
+                row = Sandbox.objects.get(external_id=leased.info.sandbox_id)
+                yield leased, row
+                leased.release()
+        finally:
+            host.stop()
+
+
+def ticket_for(client: Client, sandbox: Sandbox, *, mode: str, transport: str, fps: int | None = None) -> str:
+    data = {"mode": mode, "transport": transport, **({"fps": fps} if fps else {})}
+    resp = client.post(reverse("sandboxes:ticket", args=[sandbox.pk]), data)
+    assert resp.status_code == 200, resp.content
+    return resp.json()["url"]
+
+
+def session(user) -> tuple[Client, list[tuple[bytes, bytes]]]:
+    client = Client()
+    client.force_login(user)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    return client, [(b"cookie", cookie.encode()), (b"origin", b"http://localhost")]
+
+
+def mouse(leased: LeasedSandbox) -> tuple[int, int]:
+    out = leased.exec(["xdotool", "getmouselocation"]).stdout
+    m = re.search(r"x:(\d+) y:(\d+)", out)
+    assert m, out
+    return int(m[1]), int(m[2])
+
+
+async def rfb_over(path: str, headers) -> tuple[WebsocketCommunicator, RfbClient]:
+    comm = WebsocketCommunicator(application, path, headers=headers)
+    connected, _ = await comm.connect(timeout=20)
+    assert connected
+
+    async def recv() -> bytes:
+        message = await comm.receive_output(timeout=20)
+        assert message["type"] == "websocket.send", message
+        return message["bytes"]
+
+    return comm, RfbClient(lambda b: comm.send_to(bytes_data=b), recv)
+
+
+def test_vnc_relay_speaks_rfb_and_view_mode_keeps_the_pointer_still(desktop):
+    leased, row = desktop
+    people = make_personas()
+    client, headers = session(people.admin)
+
+    async def point_through(path: str, x: int, y: int) -> RfbClient:
+        comm, rfb = await rfb_over(path, headers)
+        await rfb.handshake()
+        await rfb.request(incremental=False)
+        await rfb.read_update()
+        await rfb.pointer(x, y)
+        # The pointer event is ahead of this request on the same stream: once the update comes back,
+        # a pointer event that reached x11vnc has been applied.
+        await rfb.request(incremental=False)
+        await rfb.read_update()
+        await comm.disconnect()
+        return rfb
+
+    leased.exec(["xdotool", "mousemove", "5", "5"])
+    assert mouse(leased) == (5, 5)
+    rfb = async_to_sync(point_through)(ticket_for(client, row, mode="view", transport="vnc"), 200, 150)
+    screen = leased.observe(fmt="png").screenshot
+    assert (rfb.width, rfb.height) == (screen.width, screen.height)
+    assert not rfb.blank(), "the framebuffer from the relay is one flat colour"
+    assert mouse(leased) == (5, 5), "a view-only viewer moved the pointer"
+    async_to_sync(point_through)(ticket_for(client, row, mode="control", transport="vnc"), 200, 150)
+    assert wait_for(lambda: mouse(leased) == (200, 150), timeout=5), "a control viewer could not move it"
+
+
+def test_view_mode_relay_closes_on_an_unknown_message(desktop):
+    _, row = desktop
+    client, headers = session(make_personas().researcher)
+
+    path = ticket_for(client, row, mode="view", transport="vnc")
+
+    async def scenario() -> dict:
+        comm, rfb = await rfb_over(path, headers)
+        await rfb.handshake()
+        await comm.send_to(bytes_data=b"\x07" + b"\x00" * 15)
+        while True:
+            out = await comm.receive_output(timeout=20)
+            if out["type"] == "websocket.close":
+                return out
+
+    assert async_to_sync(scenario)()["code"] == 4400
+
+
+def test_screencast_delivers_jpegs_of_the_screen(desktop):
+    leased, row = desktop
+    client, headers = session(make_personas().admin)
+
+    path = ticket_for(client, row, mode="view", transport="screencast", fps=10)
+
+    async def scenario() -> list[bytes]:
+        comm = WebsocketCommunicator(application, path, headers=headers)
+        assert (await comm.connect(timeout=20))[0]
+        frames = [await comm.receive_from(timeout=20) for _ in range(3)]
+        await comm.disconnect()
+        return frames
+
+    frames = async_to_sync(scenario)()
+    screen = leased.observe(fmt="png").screenshot
+    for frame in frames:
+        assert isinstance(frame, bytes) and frame[:2] == b"\xff\xd8"
+        assert Image.open(io.BytesIO(frame)).size == (screen.width, screen.height)
+
+
+def test_webrtc_video_shows_the_screen_and_control_input_reaches_the_input_group(desktop):
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+
+    leased, row = desktop
+    people = make_personas()
+    client, headers = session(people.researcher)  # researchers may take control
+    leased.exec(["xsetroot", "-solid", "#00c000"])
+    screen = Image.open(io.BytesIO(leased.observe(fmt="png").screenshot.data)).convert("RGB")
+
+    path = ticket_for(client, row, mode="control", transport="webrtc")
+
+    async def scenario() -> tuple[Image.Image, dict]:
+        layer = get_channel_layer()
+        inbox = await layer.new_channel()
+        await layer.group_add(sandbox_input_group(row.pk), inbox)
+        comm = WebsocketCommunicator(application, path, headers=headers)
+        assert (await comm.connect(timeout=20))[0]
+        pc = RTCPeerConnection()
+        pc.addTransceiver("video", direction="recvonly")
+        channel = pc.createDataChannel("input")
+        track_ready: asyncio.Future = asyncio.get_running_loop().create_future()
+        pc.on("track", lambda track: track_ready.done() or track_ready.set_result(track))
+        opened = asyncio.Event()
+        channel.on("open", opened.set)
+        await pc.setLocalDescription(await pc.createOffer())
+        await comm.send_to(text_data=json.dumps({"type": "offer", "sdp": pc.localDescription.sdp}))
+        answer = json.loads(await comm.receive_from(timeout=30))
+        assert answer["type"] == "answer", answer
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
+        track = await asyncio.wait_for(track_ready, timeout=30)
+        frame = None
+        for _ in range(5):  # the first frames of a fresh decoder may still be settling
+            frame = await asyncio.wait_for(track.recv(), timeout=30)
+        await asyncio.wait_for(opened.wait(), timeout=30)
+        channel.send(json.dumps({"type": "pointer", "action": "down", "x": 10, "y": 20, "button": 0}))
+        message = await asyncio.wait_for(layer.receive(inbox), timeout=20)
+        await pc.close()
+        await comm.disconnect()
+        await layer.group_discard(sandbox_input_group(row.pk), inbox)
+        return frame.to_image(), message
+
+    image, message = async_to_sync(scenario)()
+    assert image.size == screen.size
+    small = (160, 90)
+    diff = ImageStat.Stat(ImageChops.difference(image.resize(small), screen.resize(small))).mean
+    assert max(diff) < 12, f"the video frame does not look like the screen (mean abs diff {diff})"
+    # And the screen's known colour is where it should be (the root window, away from the xterm).
+    r, g, b = image.getpixel((image.width - 5, image.height - 5))
+    assert g > 150 and r < 60 and b < 60, (r, g, b)
+    assert message["type"] == "sandbox.input" and message["user_id"] == people.researcher.pk
+    assert message["events"] == [{"type": "pointer", "action": "down", "x": 10, "y": 20, "button": 0}]
+
+
+def test_webrtc_view_ticket_forwards_no_input(desktop):
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+
+    _, row = desktop
+    client, headers = session(make_personas().admin)
+
+    path = ticket_for(client, row, mode="view", transport="webrtc")
+
+    async def scenario() -> bool:
+        layer = get_channel_layer()
+        inbox = await layer.new_channel()
+        await layer.group_add(sandbox_input_group(row.pk), inbox)
+        comm = WebsocketCommunicator(application, path, headers=headers)
+        assert (await comm.connect(timeout=20))[0]
+        pc = RTCPeerConnection()
+        pc.addTransceiver("video", direction="recvonly")
+        channel = pc.createDataChannel("input")
+        opened = asyncio.Event()
+        channel.on("open", opened.set)
+        await pc.setLocalDescription(await pc.createOffer())
+        await comm.send_to(text_data=json.dumps({"type": "offer", "sdp": pc.localDescription.sdp}))
+        answer = json.loads(await comm.receive_from(timeout=30))
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
+        await asyncio.wait_for(opened.wait(), timeout=30)
+        marker = uuid.uuid4().hex
+        channel.send(json.dumps({"type": "key", "action": "down", "key": marker}))
+        try:
+            await asyncio.wait_for(layer.receive(inbox), timeout=3)
+            got = True
+        except TimeoutError:
+            got = False
+        await pc.close()
+        await comm.disconnect()
+        return got
+
+    assert async_to_sync(scenario)() is False, "a view ticket's data-channel input was forwarded"

@@ -1,0 +1,236 @@
+"""Live screens of a sandbox over WebSockets: the VNC relay, the JPEG screencast, WebRTC signalling.
+
+Each consumer checks its ticket in connect() (tickets.py says what a ticket binds), then pipes bytes
+between the browser and the sandbox's host. Input from a view-only viewer never reaches the host:
+the VNC relay filters the RFB stream (sandbox_workers.rfb), the others carry no input at all, and
+WebRTC input from a control ticket is published to the sandbox's input group for the part of the
+app that executes and records it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+import aiohttp
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from sandbox_workers.live_client import LiveStreamError, auth_headers, host_frames, host_vnc_url
+from sandbox_workers.rfb import RfbViolation, ViewOnlyRfbFilter
+from webapp.sandboxes.models import Sandbox
+from webapp.sandboxes.selectors import CONTROL, VIEW
+from webapp.sandboxes.tickets import TicketClaims, TicketError, ticket_check
+
+log = logging.getLogger(__name__)
+
+# Close codes: as the episode stream (accept, then close, so a browser can tell them apart).
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_PROTOCOL = 4400  # the viewer sent what a view-only stream refuses
+CLOSE_HOST_UNAVAILABLE = 4502  # the host refused or dropped the stream; the page reconnects
+
+FPS_DEFAULT, FPS_MIN, FPS_MAX = 5.0, 0.2, 30.0
+
+
+def sandbox_input_group(sandbox_id: int) -> str:
+    """The group that receives input events for a sandbox from viewers holding a control ticket."""
+    return f"sandbox_input.{sandbox_id}"
+
+
+def _query(scope: dict[str, Any]) -> dict[str, str]:
+    return {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
+
+
+def _fps(raw: str | None) -> float:
+    try:
+        fps = float(raw) if raw else FPS_DEFAULT
+    except ValueError:
+        fps = FPS_DEFAULT
+    return min(FPS_MAX, max(FPS_MIN, fps))
+
+
+@database_sync_to_async
+def _admit(scope: dict[str, Any], transport: str) -> tuple[TicketClaims, Sandbox]:
+    session = scope.get("session")
+    sandbox_id = int(scope["url_route"]["kwargs"]["pk"])
+    claims = ticket_check(
+        ticket=_query(scope).get("ticket", ""),
+        user=scope.get("user"),
+        session_key=getattr(session, "session_key", None),
+        sandbox_id=sandbox_id,
+        transport=transport,
+    )
+    return claims, Sandbox.objects.select_related("host").get(pk=sandbox_id)
+
+
+class _LiveConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
+    """Ticket check and tear-down shared by the live transports."""
+
+    transport = ""
+
+    async def connect(self) -> None:
+        self.tasks: list[asyncio.Task[None]] = []
+        self.http: aiohttp.ClientSession | None = None
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self._refuse(CLOSE_UNAUTHENTICATED)
+            return
+        try:
+            self.claims, self.sandbox = await _admit(self.scope, self.transport)
+        except TicketError as exc:
+            log.info("live %s of sandbox %s refused to user %s: %s", self.transport,
+                     self.scope["url_route"]["kwargs"]["pk"], user.pk, exc.reason)  # fmt: skip
+            await self._refuse(CLOSE_FORBIDDEN)
+            return
+        if not settings.SANDBOX_HOST_TOKEN:
+            await self._refuse(CLOSE_HOST_UNAVAILABLE)
+            return
+        await self.start()
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def _refuse(self, code: int) -> None:
+        await self.accept()
+        await self.close(code=code)
+
+    def spawn(self, coro: Any) -> None:
+        """Run `coro` alongside the socket; when it ends the socket is closed for a reconnect."""
+
+        async def guarded() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.info("live %s of sandbox %s ended: %s", self.transport, self.sandbox.pk, exc)
+            await self.close(code=CLOSE_HOST_UNAVAILABLE)
+
+        self.tasks.append(asyncio.create_task(guarded()))
+
+    async def disconnect(self, code: int) -> None:
+        for task in getattr(self, "tasks", []):
+            task.cancel()
+        await asyncio.gather(*getattr(self, "tasks", []), return_exceptions=True)
+        if getattr(self, "http", None) is not None:
+            await self.http.close()  # type: ignore[union-attr]
+
+
+class VncRelayConsumer(_LiveConsumer):
+    """RFB bytes between noVNC and the sandbox's VNC server; view tickets pass through the filter."""
+
+    transport = "vnc"
+
+    async def start(self) -> None:
+        self.filter = ViewOnlyRfbFilter() if self.claims.mode == VIEW else None
+        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+        url = host_vnc_url(self.sandbox.host.api_url, self.sandbox.external_id)
+        try:
+            self.upstream = await self.http.ws_connect(
+                url, headers=auth_headers(settings.SANDBOX_HOST_TOKEN), heartbeat=30, max_msg_size=0
+            )
+        except (aiohttp.ClientError, OSError) as exc:
+            log.info("VNC of sandbox %s unavailable: %s", self.sandbox.pk, exc)
+            await self._refuse(CLOSE_HOST_UNAVAILABLE)
+            return
+        # noVNC asks for the "binary" subprotocol on some versions; the relay always speaks binary.
+        subprotocols = self.scope.get("subprotocols") or []
+        await self.accept(subprotocol="binary" if "binary" in subprotocols else None)
+        self.spawn(self._from_host())
+
+    async def _from_host(self) -> None:
+        async for msg in self.upstream:
+            if msg.type == aiohttp.WSMsgType.BINARY:
+                await self.send(bytes_data=msg.data)
+            elif msg.type in (aiohttp.WSMsgType.ERROR, aiohttp.WSMsgType.CLOSE):
+                break
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if bytes_data is None or not hasattr(self, "upstream"):
+            return
+        if self.filter is not None:
+            try:
+                bytes_data = self.filter.feed(bytes_data)
+            except RfbViolation as exc:
+                log.info("view-only VNC of sandbox %s closed: %s", self.sandbox.pk, exc)
+                await self.close(code=CLOSE_PROTOCOL)
+                return
+        if bytes_data:
+            await self.upstream.send_bytes(bytes_data)
+
+
+class ScreencastConsumer(_LiveConsumer):
+    """JPEG frames of the sandbox's screen, one binary message each (view only)."""
+
+    transport = "screencast"
+
+    async def start(self) -> None:
+        await self.accept()
+        fps = _fps(_query(self.scope).get("fps"))
+        self.spawn(self._from_host(fps))
+
+    async def _from_host(self, fps: float) -> None:
+        frames = host_frames(
+            self.sandbox.host.api_url, settings.SANDBOX_HOST_TOKEN, self.sandbox.external_id, fps
+        )
+        # aclosing: a cancelled relay must close the host socket now, not when the generator is collected.
+        async with contextlib.aclosing(frames):
+            async for frame in frames:
+                await self.send(bytes_data=frame)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        return  # nothing a viewer sends has a meaning here
+
+
+class WebRtcConsumer(_LiveConsumer):
+    """Signalling for one aiortc peer in this process: offer in, answer out; input from control only."""
+
+    transport = "webrtc"
+
+    async def start(self) -> None:
+        self.peer: Any = None
+        self.fps = _fps(_query(self.scope).get("fps") or "15")
+        await self.accept()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        # aiortc (and its codecs) load only in a process that actually serves WebRTC.
+        from sandbox_workers.webrtc import ScreenPeer
+
+        try:
+            message = json.loads(text_data or "")
+        except ValueError:
+            message = None
+        if not isinstance(message, dict) or message.get("type") != "offer" or not message.get("sdp"):
+            await self.send(text_data=json.dumps({"type": "error", "error": "send {type: offer, sdp}"}))
+            return
+        if self.peer is not None:
+            await self.peer.close()
+        frames = host_frames(
+            self.sandbox.host.api_url, settings.SANDBOX_HOST_TOKEN, self.sandbox.external_id, self.fps
+        )
+        self.peer = ScreenPeer(frames, on_input=self._input if self.claims.mode == CONTROL else None)
+        try:
+            answer = await self.peer.answer(str(message["sdp"]))
+        except (LiveStreamError, ValueError) as exc:
+            await self.send(text_data=json.dumps({"type": "error", "error": str(exc)}))
+            return
+        await self.send(text_data=json.dumps({"type": "answer", "sdp": answer}))
+
+    async def _input(self, event: dict[str, Any]) -> None:
+        events = event.get("events") if isinstance(event.get("events"), list) else [event]
+        await self.channel_layer.group_send(
+            sandbox_input_group(self.sandbox.pk),
+            {"type": "sandbox.input", "user_id": self.claims.user_id, "events": events},
+        )
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "peer", None) is not None:
+            with contextlib.suppress(Exception):
+                await self.peer.close()
+        await super().disconnect(code)
