@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
+from django.urls import reverse
 
 from webapp.episodes.models import Episode, Step
 
@@ -54,3 +58,60 @@ def steps_of(*, episode: Episode) -> QuerySet[Step]:
 def step_with_screenshot(*, episode: Episode, index: int) -> Step | None:
     """Step `index` of `episode` if it has a screenshot, else None."""
     return Step.objects.filter(episode=episode, index=index).exclude(screenshot="").first()
+
+
+# --- replay --------------------------------------------------------------------------------------
+
+_RAW_PREVIEW_CHARS = 1000
+
+
+def replay_steps(*, episode: Episode) -> list[dict[str, Any]]:
+    """Every step's metadata for the replay page, rendered once as JSON (images load on demand)."""
+    steps = Step.objects.filter(episode=episode).order_by("index").defer("token_ids", "logprobs", "a11y_tree")
+    out: list[dict[str, Any]] = []
+    previous_at: datetime | None = None
+    for s in steps:
+        has_shot = bool(s.screenshot)
+        args = [episode.pk, s.index]
+        out.append(
+            {
+                "index": s.index,
+                "actor": s.actor,
+                "thought": s.thought,
+                "action": s.action,
+                "action_text": s.action_text,
+                "invalid_reason": s.invalid_reason,
+                "raw_output": s.raw_output[:_RAW_PREVIEW_CHARS] if s.invalid_reason else "",
+                "proposed_thought": s.proposed_thought,
+                "proposed_action": s.proposed_action,
+                "proposed_action_text": s.proposed_action_text,
+                "width": s.screen_width,
+                "height": s.screen_height,
+                "screenshot": reverse("episodes:step_screenshot", args=args) if has_shot else "",
+                "thumbnail": reverse("episodes:step_thumbnail", args=args) if has_shot else "",
+                "observed_at": s.observed_at.isoformat(),
+                "acted_at": s.acted_at.isoformat() if s.acted_at else None,
+                "latency_ms": s.latency_ms,
+                "since_previous_ms": _ms_between(previous_at, s.observed_at),
+                "reward": s.reward,
+            }
+        )
+        previous_at = s.observed_at
+    return out
+
+
+def episode_replay(*, episode: Episode, start: int | None = None) -> dict[str, object]:
+    """What the replay templates need: the steps as JSON, the step shown first and its neighbours."""
+    steps = replay_steps(episode=episode)
+    current = min(start, len(steps) - 1) if start is not None and steps else 0
+    return {
+        "episode": episode,
+        "replay": {"episode": episode.pk, "steps": steps},
+        "current": steps[current] if steps else None,
+        # The next step's screenshot is fetched in the background so the first → lands at once.
+        "preload": steps[current + 1] if current + 1 < len(steps) else None,
+    }
+
+
+def _ms_between(earlier: datetime | None, later: datetime) -> int | None:
+    return None if earlier is None else round((later - earlier).total_seconds() * 1000)

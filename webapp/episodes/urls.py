@@ -7,4 +7,5 @@ urlpatterns = [
     path("", views.episode_list, name="episode_list"),
     path("<int:episode_id>/", views.episode_detail, name="episode_detail"),
     path("<int:episode_id>/steps/<int:index>/screenshot.png", views.step_screenshot, name="step_screenshot"),
+    path("<int:episode_id>/steps/<int:index>/thumb.jpg", views.step_thumbnail, name="step_thumbnail"),
 ]

@@ -5,12 +5,18 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from webapp.accounts.access import page_requires
 from webapp.episodes.models import Episode, Source
-from webapp.episodes.responses import screenshot_response
-from webapp.episodes.selectors import episode_visible_to, episodes_filtered, step_with_screenshot, steps_of
+from webapp.episodes.responses import screenshot_response, thumbnail_response
+from webapp.episodes.selectors import (
+    episode_replay,
+    episode_visible_to,
+    episodes_filtered,
+    step_with_screenshot,
+)
 
 _MAY_LIST = ("episodes.view_all_episodes", "episodes.annotate", "reviews.review_episodes")
 
@@ -47,14 +53,18 @@ def episode_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 @page_requires()
 def episode_detail(request: HttpRequest, episode_id: int) -> HttpResponse:
-    """One episode and its steps (404 for one the user may not see, so ids cannot be probed)."""
+    """One episode replayed step by step (404 for one the user may not see, so ids cannot be probed)."""
     episode = episode_visible_to(user=request.user, episode_id=episode_id)
     if episode is None:
         raise Http404("no such episode")
-    context = {"episode": episode, "steps": steps_of(episode=episode)}
+    context = episode_replay(episode=episode, start=_int_or_none(request.GET.get("step")))
     if request.htmx:
-        # A running episode's page polls its #live fragment; 286 tells htmx to stop once it has ended.
-        response = render(request, "episodes/episode_detail.html#live", context)
+        # A running episode's page polls its #live fragment (the timeline and the steps' JSON come
+        # along out of band, so the step on screen stays put); 286 tells htmx to stop once it has ended.
+        response = HttpResponse(
+            render_to_string("episodes/episode_detail.html#live", context, request)
+            + render_to_string("episodes/_timeline.html", {**context, "oob": True}, request)
+        )
         if episode.is_done:
             response.status_code = 286
         return response
@@ -70,3 +80,14 @@ def step_screenshot(request: HttpRequest, episode_id: int, index: int) -> FileRe
     if step is None:
         raise Http404("no such screenshot")
     return screenshot_response(step)
+
+
+@require_GET
+@page_requires()
+def step_thumbnail(request: HttpRequest, episode_id: int, index: int) -> HttpResponse:
+    """A small JPEG of one step's screenshot for the timeline, behind the same checks as the screenshot."""
+    episode = episode_visible_to(user=request.user, episode_id=episode_id)
+    step = step_with_screenshot(episode=episode, index=index) if episode else None
+    if step is None:
+        raise Http404("no such screenshot")
+    return thumbnail_response(step)
