@@ -14,14 +14,14 @@ PASSWORD = "correct-horse-battery-staple"
 
 # The navigation each persona should see, in order (pages tests and the browser tests both check it).
 NAV = {
-    "annotator": ["Home", "Tasks", "Episodes", "API tokens"],
+    "annotator": ["Home", "Tasks", "Episodes", "Annotate", "API tokens"],
     "reviewer": ["Home", "Tasks", "Episodes", "Review queue", "API tokens"],
     "researcher": [
         "Home", "Tasks", "Episodes", "Rollouts", "Datasets", "Training", "Sandboxes", "API tokens",
     ],
     "admin": [
-        "Home", "Tasks", "Episodes", "Rollouts", "Review queue", "Datasets", "Training", "Sandboxes",
-        "API tokens", "Admin",
+        "Home", "Tasks", "Episodes", "Annotate", "Rollouts", "Review queue", "Datasets", "Training",
+        "Sandboxes", "API tokens", "Admin",
     ],
     "outsider": ["Home", "API tokens"],
 }  # fmt: skip

@@ -20,6 +20,8 @@ app.conf.task_routes = {
     "webapp.training.tasks.*": {"queue": "training"},
     "webapp.sandboxes.tasks.*": {"queue": "sandboxes"},
     "webapp.catalog.tasks.*": {"queue": "sandboxes"},
+    # A person is waiting for a demonstration's sandbox: the queue that is never busy with episodes.
+    "webapp.annotation.tasks.*": {"queue": "sandboxes"},
     "webapp.episodes.tasks.*": {"queue": "rollouts"},
     # The reaper must run even when every rollout worker is busy with long episodes.
     "webapp.rollouts.tasks.rollouts_reap": {"queue": "sandboxes"},
@@ -29,6 +31,7 @@ app.conf.beat_schedule = {
     "reap-expired-leases": {"task": "webapp.sandboxes.tasks.leases_reap", "schedule": 10.0},
     "check-sandbox-hosts": {"task": "webapp.sandboxes.tasks.hosts_check", "schedule": 10.0},
     "reap-lost-rollouts": {"task": "webapp.rollouts.tasks.rollouts_reap", "schedule": 10.0},
+    "reap-lost-demonstrations": {"task": "webapp.annotation.tasks.demos_reap_task", "schedule": 30.0},
     "roll-up-task-stats": {"task": "webapp.catalog.tasks.task_stats_rollup", "schedule": 60.0},
 }
 app.autodiscover_tasks()

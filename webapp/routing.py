@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from webapp.annotation.consumers import SessionConsumer
 from webapp.episodes.consumers import EpisodeStepsConsumer
 from webapp.sandboxes.consumers import ScreencastConsumer, VncRelayConsumer, WebRtcConsumer
 
@@ -10,4 +11,5 @@ websocket_urlpatterns = [
     path("ws/sandboxes/<int:pk>/vnc/", VncRelayConsumer.as_asgi()),
     path("ws/sandboxes/<int:pk>/screencast/", ScreencastConsumer.as_asgi()),
     path("ws/sandboxes/<int:pk>/webrtc/", WebRtcConsumer.as_asgi()),
+    path("ws/episodes/<int:episode_id>/session/", SessionConsumer.as_asgi()),
 ]

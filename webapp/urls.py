@@ -11,6 +11,7 @@ urlpatterns = [
     path("tasks/", include("webapp.catalog.urls")),
     path("episodes/", include("webapp.episodes.urls")),
     path("rollouts/", include("webapp.rollouts.urls")),
+    path("annotate/", include("webapp.annotation.urls")),
     path("reviews/", include("webapp.reviews.urls")),
     path("datasets/", include("webapp.datasets.urls")),
     path("training/", include("webapp.training.urls")),

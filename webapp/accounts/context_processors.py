@@ -14,6 +14,7 @@ NAV_ITEMS: list[tuple[str, str, str]] = [
     ("Home", "dashboards:home", ""),
     ("Tasks", "catalog:task_list", "catalog.view_task"),
     ("Episodes", "episodes:episode_list", ""),
+    ("Annotate", "annotation:queue", "episodes.annotate"),
     ("Rollouts", "rollouts:batch_list", "episodes.run_rollouts"),
     ("Review queue", "reviews:queue", "reviews.review_episodes"),
     ("Datasets", "datasets:dataset_list", "datasets.view_dataset"),

@@ -41,8 +41,8 @@ def home_cards(*, user: AbstractBaseUser) -> list[Card]:
                 "Demonstrate a task",
                 published,
                 _n(published, "published task is", "published tasks are") + " ready to demonstrate",
-                reverse("catalog:task_list") + "?published=1",
-                "Browse tasks",
+                reverse("annotation:queue"),
+                "Open your queue",
             )
         )
         sent_back = Review.objects.filter(episode__annotator=user, state=Review.State.SENT_BACK).count()

@@ -69,6 +69,15 @@ class Episode(models.Model):
     final_answer = models.TextField(blank=True)
     check_details = models.JSONField(default=list, blank=True, help_text="The checker's per-check scores")
     summary = models.TextField(blank=True, help_text="Episodic memory: what later episodes may learn from")
+    # Demonstrations: the task as prepared in the sandbox (drawn parameters, instruction, setup
+    # results), kept so the checker can score the final state later, in another process.
+    prepared = models.JSONField(default=dict, blank=True)
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    fork_step = models.PositiveIntegerField(
+        null=True, blank=True, help_text="How many of the forked episode's steps were replayed"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -166,6 +166,18 @@ def episode_finish(
     return episode
 
 
+def episode_abort(*, episode: Episode, reason: str) -> Episode:
+    """End a pending or running episode without a reward, saying why (abandoned, lost its sandbox)."""
+    updated = Episode.objects.filter(
+        pk=episode.pk, status__in=[Episode.Status.PENDING, Episode.Status.RUNNING]
+    ).update(status=Episode.Status.ABORTED, error_message=reason[:5000], finished_at=timezone.now())
+    if updated != 1:
+        raise EpisodeStateError(f"episode {episode.pk} has already ended")
+    episode.refresh_from_db()
+    _publish_status(episode)
+    return episode
+
+
 EPISODE_OUTCOME_FIELDS = ("stop_reason", "final_answer", "check_details", "summary")
 
 
@@ -185,7 +197,12 @@ def step_payload(step: Step) -> dict[str, Any]:
 
 
 def _publish_status(episode: Episode) -> None:
-    payload = {"episode": episode.pk, "status": episode.status, "reward": episode.reward}
+    payload = {
+        "episode": episode.pk,
+        "status": episode.status,
+        "reward": episode.reward,
+        "error": episode.error_message,
+    }
     transaction.on_commit(
         lambda: broadcast(episode_group(episode.pk), "episode.status", payload), robust=True
     )

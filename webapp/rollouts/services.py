@@ -29,6 +29,8 @@ from agent_core.tasks.spec import TaskSpecError, parse_task
 from agent_core.trajectory import EpisodeOutcome, StepRecord
 from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import SandboxError
+from webapp.annotation.control import control_agent_gate, control_assign, control_clear
+from webapp.annotation.models import ControlToken
 from webapp.catalog.models import Task, TaskSuite
 from webapp.episodes.models import Episode, Source
 from webapp.episodes.services import EpisodeStateError, episode_finish, step_record
@@ -196,13 +198,18 @@ def _run_claimed(episode: Episode) -> Episode:
             wait_s=settings.ROLLOUT_LEASE_WAIT_SECONDS,
         )
         Episode.objects.filter(pk=episode.pk).update(sandbox=lease.sandbox)
+        control_assign(sandbox=lease.sandbox, episode=episode, holder=ControlToken.Holder.AGENT)
         beat.renew = lambda: leased.renew(LEASE_TTL_S)
         beat.start()
         env = SandboxEnv(leased, platform=spec.platform)
         prepared = prepare(spec, env, seed=episode.seed)
         memory = episode_memory(family=task.family or spec.family, exclude=episode.pk)
         config = _agent_config(episode)
-        outcome = run_episode(env, policy, prepared, config=config, memory=memory, on_step=_sink(episode))
+        # A person watching may take control: the agent then waits before its next turn.
+        gate = control_agent_gate(sandbox_id=lease.sandbox_id)
+        outcome = run_episode(
+            env, policy, prepared, config=config, memory=memory, on_step=_sink(episode), gate=gate
+        )
     except SandboxUnavailable as exc:
         # Every sandbox is busy: not a failure of anything. Give the episode back and try again soon.
         _requeue(episode, reason=str(exc))
@@ -222,6 +229,8 @@ def _run_claimed(episode: Episode) -> Episode:
     finally:
         beat.stop()
         policy.close()
+        if lease is not None:
+            control_clear(sandbox_id=lease.sandbox_id)
     if lease is not None:
         with contextlib.suppress(SandboxError):
             lease_end(lease=lease)

@@ -92,3 +92,12 @@ def test_seed_demo_is_idempotent_and_prints_working_credentials():
         assert f"{username}" in first.getvalue() and creds[username] in first.getvalue()
         assert authenticate(username=username, password=creds[username]) is not None
     assert not Task.objects.filter(is_published=True).exists()  # unverified tasks are never published
+    # The demo annotator finds work in their queue, once however often the command runs.
+    from webapp.annotation.models import Assignment
+
+    queued = Assignment.objects.filter(annotator__username="annotator")
+    assert sorted(queued.values_list("task__slug", flat=True)) == [
+        "desktop/editor/append-line",
+        "desktop/terminal/count-lines",
+        "miniwob/click-button",
+    ]

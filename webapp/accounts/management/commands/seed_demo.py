@@ -20,6 +20,9 @@ from django.db import transaction
 from agent_core.suites import suite_names
 from webapp.accounts.roles import Role
 from webapp.accounts.services import roles_sync, user_create
+from webapp.annotation.models import Assignment
+from webapp.annotation.services import assignment_create
+from webapp.catalog.models import Task
 from webapp.catalog.services import suite_load
 from webapp.training.models import PolicyVersion
 
@@ -29,6 +32,9 @@ DEMO_USERS = {
     "reviewer": [Role.REVIEWER],
     "researcher": [Role.RESEARCHER],
 }
+
+
+DEMO_ASSIGNMENTS = ("desktop/terminal/count-lines", "desktop/editor/append-line", "miniwob/click-button")
 
 
 class Command(BaseCommand):
@@ -56,6 +62,11 @@ class Command(BaseCommand):
         for name in suite_names():
             suite, _, _ = suite_load(name=name)
             self.stdout.write(f"Suite {name}: {suite.tasks.count()} tasks")
+        # A few tasks in the demo annotator's queue, so the annotation page has work on it.
+        annotator = User.objects.get(username="annotator")
+        if not Assignment.objects.filter(annotator=annotator).exists():
+            for task in Task.objects.filter(slug__in=DEMO_ASSIGNMENTS):
+                assignment_create(task=task, annotator=annotator, note="demo assignment")
         creds_path.parent.mkdir(parents=True, exist_ok=True)
         creds_path.write_text(json.dumps(creds, indent=2))
         creds_path.chmod(0o600)

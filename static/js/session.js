@@ -1,0 +1,213 @@
+// The live session page: the sandbox's screen (liveview.js), input capture (recorder.js) and the
+// session socket (/ws/episodes/<id>/session/) that turns input into recorded steps.
+import { mount } from "./liveview.js";
+import { attach } from "./recorder.js";
+
+const root = document.querySelector("[data-testid=session]");
+const $ = (sel) => root.querySelector(sel);
+const episodeId = Number(root.dataset.episode);
+const notice = $("[data-testid=notice]");
+const stepsList = $("[data-testid=steps]");
+const SVG = "http://www.w3.org/2000/svg";
+
+let ws = null;
+let me = null;
+let mayControl = false;
+let control = JSON.parse(document.getElementById("control-state").textContent);
+let live = null;
+let recorder = null;
+let paused = false;
+let status = root.dataset.status;
+let proposal = null;
+let retry = 500;
+
+function say(text, isError = false) {
+  notice.textContent = text;
+  notice.classList.toggle("error", isError);
+}
+
+function send(msg) {
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg));
+}
+
+function iHold() {
+  return control.holder === "human" && control.user === me;
+}
+
+function renderControl() {
+  const text = $("[data-testid=control-text]");
+  const chip = $("[data-testid=control]");
+  let who = "nobody";
+  if (control.holder === "agent") who = "the agent";
+  else if (control.holder === "human") who = iHold() ? "you" : control.username;
+  chip.textContent = `control: ${who}`;
+  let line = `Control: ${who}.`;
+  if (control.requested_by_name) line += ` ${control.requested_by_name} asks for control.`;
+  text.textContent = line;
+  const running = status === "running" && root.dataset.sandbox;
+  const show = (act, on) => { const b = $(`[data-act=${act}]`); if (b) b.hidden = !on; };
+  show("request", running && mayControl && !iHold());
+  show("release", running && iHold());
+  show("force", running && mayControl && !iHold() && control.holder === "human" && root.dataset.canForce === "1");
+  $("[data-testid=recorder]").hidden = !(running && iHold());
+  if (recorder) recorder.setEnabled(Boolean(running && iHold()));
+}
+
+function addStep(s) {
+  if (stepsList.querySelector(`li[data-index="${s.index}"]`)) return;
+  const li = document.createElement("li");
+  li.dataset.index = s.index;
+  const chip = document.createElement("span");
+  chip.className = "chip";
+  chip.textContent = s.actor;
+  const code = document.createElement("code");
+  code.textContent = s.action_text || (s.action && s.action.type) || "";
+  li.append(chip, " ", code);
+  if (s.thought) {
+    const t = document.createElement("div");
+    t.className = "muted";
+    t.textContent = s.thought;
+    li.append(t);
+  }
+  stepsList.append(li);
+  stepsList.scrollTop = stepsList.scrollHeight;
+  $("[data-testid=step-count]").textContent = stepsList.children.length;
+}
+
+function clearOverlay() {
+  if (live && live.overlay) live.overlay.querySelectorAll(".proposal-mark").forEach((n) => n.remove());
+}
+
+function drawProposal(p) {
+  clearOverlay();
+  if (!live || !live.overlay || !p.action) return;
+  const a = p.action;
+  const mark = (x, y) => {
+    const c = document.createElementNS(SVG, "circle");
+    c.setAttribute("cx", x); c.setAttribute("cy", y); c.setAttribute("r", 12);
+    c.setAttribute("class", "proposal-mark");
+    c.setAttribute("fill", "none"); c.setAttribute("stroke", "#f59e0b"); c.setAttribute("stroke-width", 4);
+    c.setAttribute("stroke-dasharray", "6 4");
+    live.overlay.append(c);
+  };
+  if (a.x !== undefined) mark(a.x, a.y);
+  if (a.x1 !== undefined) {
+    mark(a.x1, a.y1); mark(a.x2, a.y2);
+    const l = document.createElementNS(SVG, "line");
+    l.setAttribute("x1", a.x1); l.setAttribute("y1", a.y1); l.setAttribute("x2", a.x2); l.setAttribute("y2", a.y2);
+    l.setAttribute("class", "proposal-mark"); l.setAttribute("stroke", "#f59e0b"); l.setAttribute("stroke-width", 3);
+    live.overlay.append(l);
+  }
+}
+
+function showProposal(p) {
+  proposal = p;
+  const box = $("[data-testid=proposal]");
+  if (!box) return;
+  box.textContent = p.invalid_reason
+    ? `The model's output was not a valid action: ${p.invalid_reason}`
+    : `${p.thought ? p.thought + " → " : ""}${p.action_text}`;
+  $("[data-testid=proposal-text]").value = p.action_text || "";
+  drawProposal(p);
+}
+
+function startLive() {
+  if (live || !root.dataset.sandbox || status !== "running") return;
+  const screen = $("#screen");
+  screen.querySelector("[data-testid=preparing]")?.remove();
+  live = mount(screen, {
+    sandbox: Number(root.dataset.sandbox),
+    transport: root.dataset.transport,
+    mode: "view",
+    ticketUrl: root.dataset.ticketUrl,
+    onStatus: (s) => { root.dataset.live = s.state; if (s.state === "denied") say(`Live view refused: ${s.detail}`, true); },
+  });
+  recorder = attach(live.element, {
+    toScreen: (x, y) => live.toScreen(x, y),
+    send: (msg) => send(msg),
+    enabled: false,
+  });
+  renderControl();
+}
+
+function connect() {
+  const proto = location.protocol === "https:" ? "wss" : "ws";
+  ws = new WebSocket(`${proto}://${location.host}${root.dataset.ws}`);
+  ws.onopen = () => { retry = 500; };
+  ws.onmessage = (e) => {
+    const m = JSON.parse(e.data);
+    switch (m.type) {
+      case "hello":
+        me = m.me; mayControl = m.may_control; control = m.control; status = m.status;
+        root.dataset.ready = "1";
+        if (m.sandbox && !root.dataset.sandbox) { location.reload(); return; }
+        renderControl(); startLive();
+        break;
+      case "control.changed":
+        control = m;
+        if (m.sandbox && !root.dataset.sandbox) { location.reload(); return; }
+        renderControl();
+        break;
+      case "step.created":
+        addStep(m); clearOverlay();
+        break;
+      case "episode.status":
+        status = m.status;
+        $("[data-testid=status]").textContent = m.status;
+        $("[data-testid=status]").className = `status status-${m.status}`;
+        if (m.status === "aborted") say(`The episode ended: ${m.error || "aborted"}`, true);
+        if (m.status === "finished") $("[data-testid=reward]").textContent = `Reward: ${m.reward}`;
+        renderControl();
+        break;
+      case "proposing":
+        say("The model is thinking…");
+        break;
+      case "proposal":
+        say(""); showProposal(m);
+        break;
+      case "paused":
+        paused = m.paused;
+        $("[data-testid=paused]").hidden = !paused;
+        $("[data-act=pause]").textContent = paused ? "Resume" : "Pause";
+        break;
+      case "checking":
+        say("Checking the result…");
+        break;
+      case "submitted":
+        say(m.status === "finished" ? `Submitted. Reward: ${m.reward}` : `Ended: ${m.error}`, m.status !== "finished");
+        $("[data-testid=reward]").textContent = m.status === "finished" ? `Reward: ${m.reward}` : "";
+        break;
+      case "error":
+        say(m.message, true);
+        break;
+    }
+  };
+  ws.onclose = (e) => {
+    if (e.code === 4401) { say("Log in again to continue.", true); return; }
+    if (e.code === 4403) { say("You may not open this episode.", true); return; }
+    setTimeout(connect, retry);
+    retry = Math.min(retry * 2, 8000);
+  };
+}
+
+root.addEventListener("click", (e) => {
+  const act = e.target.closest("[data-act]")?.dataset.act;
+  if (!act) return;
+  if (act === "request" || act === "release" || act === "force") send({ type: "control", op: act });
+  if (act === "pause") send({ type: paused ? "resume" : "pause" });
+  if (act === "propose") send({ type: "propose" });
+  if (act === "accept") send({ type: "accept" });
+  if (act === "edit") send({ type: "edit", text: $("[data-testid=proposal-text]").value });
+  if (act === "submit") send({ type: "submit", answer: $("[data-testid=answer]").value });
+});
+
+let thoughtTimer = null;
+$("[data-testid=thought]").addEventListener("input", (e) => {
+  clearTimeout(thoughtTimer);
+  thoughtTimer = setTimeout(() => send({ type: "thought", text: e.target.value }), 150);
+});
+// The thought belongs to the step it precedes: once recorded, the box empties for the next one.
+const emptyThought = () => { $("[data-testid=thought]").value = ""; };
+new MutationObserver(emptyThought).observe(stepsList, { childList: true });
+
+connect();

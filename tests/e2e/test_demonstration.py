@@ -1,0 +1,186 @@
+"""A whole demonstration in a real Chromium against the running platform.
+
+daphne (with the host token), a Celery worker on the `sandboxes` queue (it prepares the sandbox), a
+real desktop sandbox host heartbeating into daphne, and the browser: an annotator logs in, starts a
+task, clicks and types in the live view, sees the recorded steps, submits and gets the checker's
+reward; a reviewer replays and accepts; an outsider can open neither the session, its socket, the
+live view's ticket nor the replay.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.conftest import PASSWORD, Personas
+from tests.e2e.test_episodes import OPEN_SOCKET
+from tests.procs import BIN, child_db_env, port_open, process, wait_for
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
+from tests.webapp.annotation.conftest import note_task
+from webapp.celery import app
+from webapp.episodes.models import Episode, Step
+from webapp.reviews.models import Review, StepLabel
+from webapp.reviews.services import review_assign
+from webapp.sandboxes.models import Sandbox
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
+    """daphne + a sandboxes worker + a desktop host, all on the test database; yields the web URL."""
+    from tests.procs import free_port
+
+    env = {**child_db_env(), "SANDBOX_HOST_TOKEN": TOKEN, "ROLLOUT_LEASE_WAIT_SECONDS": "60"}
+    port = free_port()
+    daphne = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
+    name = f"sandboxes-{uuid.uuid4().hex[:8]}@localhost"
+    worker = [
+        str(BIN / "celery"),
+        "-A",
+        "webapp",
+        "worker",
+        "-Q",
+        "sandboxes",
+        "-n",
+        name,
+        "--pool",
+        "threads",
+    ]
+    worker += ["--concurrency", "2", "--without-gossip", "--without-mingle", "-l", "INFO"]
+    url = f"http://127.0.0.1:{port}"
+    with (
+        process(daphne, ready=port_open(port), env=env, log_path=tmp_path / "daphne.log"),
+        process(
+            worker,
+            ready=lambda: bool(app.control.ping(destination=[name], timeout=0.5)),
+            env=env,
+            log_path=tmp_path / "worker.log",
+            timeout=90,
+        ),
+    ):
+        host = HostProc(
+            name="e2e-demo-host",
+            var=tmp_path,
+            profiles={"desktop": {**LIGHT_DESKTOP, "min_idle": 1, "max_total": 2}},
+            web_url=url,
+            slot_base=170,
+        )
+        host.start()
+        try:
+            assert wait_for(
+                lambda: Sandbox.objects.filter(state="idle", profile="desktop").exists(),
+                timeout=120,
+                interval=0.3,
+            ), "no idle desktop sandbox registered"
+            yield url
+        finally:
+            host.stop()
+
+
+def login(browser: Browser, url: str, username: str) -> Page:
+    context = browser.new_context(base_url=url, viewport={"width": 1500, "height": 1000})
+    context.set_default_timeout(20_000)
+    page = context.new_page()
+    page.goto("/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_test_id("username")).to_have_text(username)
+    return page
+
+
+def screen_point(page: Page, x: int, y: int) -> tuple[float, float]:
+    """Where sandbox pixel (x, y) is on the page, from the live view's own mapping."""
+    point = page.evaluate(
+        """([x, y]) => {
+            const svg = document.querySelector('#screen svg');
+            const r = svg.getBoundingClientRect();
+            const vb = svg.viewBox.baseVal;
+            return [r.left + (x + 0.5) * r.width / vb.width, r.top + (y + 0.5) * r.height / vb.height];
+        }""",
+        [x, y],
+    )
+    return float(point[0]), float(point[1])
+
+
+def test_annotator_demonstrates_a_task_in_the_live_view_and_a_reviewer_accepts_it(
+    platform: str, browser: Browser, personas: Personas
+) -> None:
+    task = note_task()
+    page = login(browser, platform, personas.annotator.get_username())
+    page.get_by_role("link", name="Annotate").click()
+    page.get_by_test_id("start-form").get_by_label("Task").select_option(str(task.pk))
+    page.get_by_test_id("start-form").get_by_role("button", name="Start").click()
+
+    # The worker leases and sets up the sandbox; the page switches to the live screen when it is ready.
+    expect(page.get_by_test_id("recorder")).to_be_visible(timeout=90_000)
+    expect(page.get_by_test_id("control")).to_have_text("control: you")
+    episode = Episode.objects.get(task=task, annotator=personas.annotator)
+    page.wait_for_function(
+        "() => { const s = document.querySelector('#screen svg'); return s && s.viewBox.baseVal.width > 0; }"
+    )
+    live_state = "() => document.querySelector('[data-testid=session]').dataset.live"
+    assert wait_for(lambda: page.evaluate(live_state) == "connected", timeout=30), (
+        "the live view did not connect"
+    )
+
+    # Think aloud, click into the terminal, type a command: two steps, recorded through the server.
+    page.get_by_test_id("thought").fill("The terminal is open; I will write the note with echo.")
+    page.wait_for_timeout(300)
+    x, y = screen_point(page, 640, 360)
+    page.mouse.click(x, y)
+    page.keyboard.type("echo hello > note.txt")
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("steps").locator("li")).to_have_count(2, timeout=20_000)
+    expect(page.get_by_test_id("steps").locator("li").nth(1)).to_contain_text("echo hello > note.txt")
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    assert [s.action["type"] for s in steps] == ["click", "type"]
+    assert abs(steps[0].action["x"] - 640) <= 2 and abs(steps[0].action["y"] - 360) <= 2
+    assert steps[0].thought == "The terminal is open; I will write the note with echo."
+    assert steps[1].action["content"] == "echo hello > note.txt\n"
+    assert all(s.screenshot and s.actor == "human" for s in steps)
+
+    # Submit: the checker reads the sandbox and the reward comes back.
+    page.get_by_test_id("submit").click()
+    expect(page.get_by_test_id("reward")).to_have_text("Reward: 1", timeout=30_000)
+    episode.refresh_from_db()
+    assert episode.status == "finished" and episode.reward == 1.0
+
+    # A reviewer replays the recorded trajectory, labels the click correct and accepts it.
+    review = review_assign(episode=episode, reviewer=personas.reviewer, assigned_by=personas.admin)
+    reviewer = login(browser, platform, personas.reviewer.get_username())
+    reviewer.goto("/reviews/")
+    reviewer.get_by_test_id("open-review").click()
+    expect(reviewer.get_by_test_id("review-state")).to_have_text("In Progress")
+    expect(reviewer.get_by_test_id("replay-index")).to_have_text("0")
+    expect(reviewer.locator('[data-replay-overlay] [data-action="click"] circle').first).to_be_attached()
+    reviewer.get_by_test_id("label-correct").click()
+    expect(reviewer.get_by_test_id("labels-summary")).to_contain_text("1 step labelled")
+    reviewer.keyboard.press("ArrowRight")
+    expect(reviewer.get_by_test_id("replay-index")).to_have_text("1")
+    expect(reviewer.locator('[data-replay-overlay] [data-action="type"]')).to_contain_text("echo hello")
+    reviewer.get_by_test_id("quality-select").select_option("5")
+    reviewer.get_by_test_id("accept").click()
+    expect(reviewer.get_by_test_id("verdict-state")).to_have_text("Accepted")
+    review.refresh_from_db()
+    assert (review.state, review.quality) == (Review.State.ACCEPTED, 5)
+    assert StepLabel.objects.get(review=review).step.index == 0
+
+    # The outsider: no session page, no session socket, no ticket for the sandbox, no replay.
+    outsider = login(browser, platform, personas.outsider.get_username())
+    assert outsider.goto(f"/annotate/episodes/{episode.pk}/").status == 404
+    assert outsider.goto(f"/episodes/{episode.pk}/").status == 404
+    state = outsider.evaluate(OPEN_SOCKET, [f"/ws/episodes/{episode.pk}/session/", True])
+    assert state["closeCode"] == 4403 and not state["messages"]
+    status = outsider.evaluate(
+        """async (url) => (await fetch(url, {method: 'POST',
+            headers: {'X-CSRFToken': document.cookie.match(/csrftoken=([^;]+)/)?.[1] || ''},
+            body: new URLSearchParams({mode: 'view', transport: 'vnc'})})).status""",
+        f"/sandboxes/{episode.sandbox_id}/ticket/",
+    )
+    assert status in (403, 404)

@@ -1,0 +1,65 @@
+"""A demonstration task and a real desktop sandbox host heartbeating into the live test server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from tests.procs import wait_for
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
+from webapp.catalog.models import Task
+from webapp.catalog.services import task_create
+from webapp.sandboxes.models import Sandbox
+
+# Write a word into a file from the terminal the sandbox opens with: a click, a run of typing, Enter.
+NOTE_SPEC: dict[str, Any] = {
+    "format": "flywheel-task/1",
+    "id": "demo/write-note",
+    "title": "Write a note",
+    "instruction": "In the terminal, write the word hello into ~/note.txt.",
+    "platform": "desktop",
+    "profile": "desktop",
+    "limits": {"max_steps": 20, "max_seconds": 300},
+    "checker": {
+        "checks": [
+            {"probe": {"op": "file", "path": "note.txt"}, "metric": "exact_match", "expected": "hello"}
+        ]
+    },
+}
+
+
+def note_task() -> Task:
+    task = task_create(
+        slug="demo-write-note",
+        title="Write a note",
+        instruction=NOTE_SPEC["instruction"],
+        platform="desktop",
+        env_profile="desktop",
+        spec=NOTE_SPEC,
+    )
+    Task.objects.filter(pk=task.pk).update(is_published=True)
+    task.refresh_from_db()
+    return task
+
+
+@pytest.fixture
+def desktop_host(live_server: Any, tmp_path: Any) -> Iterator[HostProc]:
+    """A host with one warm xterm desktop (profile "desktop"), registered with the test database."""
+    profiles = {"desktop": {**LIGHT_DESKTOP, "min_idle": 1, "max_total": 2}}
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        host = HostProc(
+            name="demo-host", var=tmp_path, profiles=profiles, web_url=live_server.url, slot_base=160
+        )
+        host.start()
+        try:
+            assert wait_for(
+                lambda: Sandbox.objects.filter(state="idle", profile="desktop").exists(),
+                timeout=120,
+                interval=0.3,
+            ), "no idle desktop sandbox registered"
+            yield host
+        finally:
+            host.stop()

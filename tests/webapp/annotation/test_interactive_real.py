@@ -1,0 +1,105 @@
+"""Interactive annotation on a real desktop: the policy proposes, the person accepts, edits or overrides."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from agent_core.policies.base import Policy, PolicyInput, PolicyOutput
+from tests.conftest import Personas
+from tests.sandbox_workers.hostproc import TOKEN
+from tests.webapp.annotation.conftest import note_task
+from tests.webapp.annotation.test_demo_real import keys
+from webapp.annotation.services import DemoError, demo_prepare, demo_start
+from webapp.annotation.session import LiveSession
+from webapp.episodes.models import Step
+from webapp.training.models import PolicyVersion
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+class Scripted(Policy):
+    """Answers with the next text of `replies` (UI-TARS form), like a model would."""
+
+    wants_messages = True
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+
+    def act(self, inp: PolicyInput) -> PolicyOutput:
+        assert inp.messages, "an interactive proposal gets the model prompt"
+        return PolicyOutput(text=self.replies.pop(0))
+
+
+def test_proposals_are_accepted_edited_or_overridden_and_kept_beside_the_final_step(
+    desktop_host: Any, personas: Personas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = Scripted(
+        [
+            "Thought: type the command.\nAction: type(content='echo hello > note.txt\\n')",
+            "Thought: click the terminal.\nAction: click(start_box='(10,10)')",
+            "this is not an action at all",
+            "Thought: now write it.\nAction: type(content='echo hello > note.txt\\n')",
+        ]
+    )
+    monkeypatch.setattr("webapp.rollouts.policies.policy_for", lambda version: policy)
+    monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", lambda episode_id: None)
+    version = PolicyVersion.objects.create(name="scripted-proposer", backend="noop")
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        episode = demo_start(task=note_task(), annotator=personas.annotator, policy_version=version)
+        assert episode.source == "mixed"
+        episode = demo_prepare(episode_id=episode.pk)
+        assert episode is not None and episode.status == "running", episode and episode.error_message
+        session = LiveSession(episode_id=episode.pk, user=personas.annotator)
+
+        # 1. Edit: the person corrects the proposed typing into a click on the terminal first.
+        proposal = session.propose()
+        assert proposal["action"]["type"] == "type" and proposal["thought"] == "type the command."
+        with pytest.raises(DemoError, match="does not parse"):
+            session.edit("clik(start_box='(640,360)')")
+        session.edit("click(start_box='(640,360)')")
+        # 2. Override: the next proposal is ignored; the person acts on the screen themselves.
+        assert session.propose()["action"]["type"] == "click"
+        session.input([{"kind": "key", "key": "l", "text": "l", "t": time.monotonic()}])
+        session.input([{"kind": "key", "key": "backspace", "t": time.monotonic() + 0.1}])
+        session.input([{"kind": "key", "key": "right", "t": time.monotonic() + 0.2}])  # its own step
+        # 3. An invalid proposal cannot be accepted; 4. a valid one is accepted as it is.
+        assert "no 'Action:'" in session.propose()["invalid_reason"]
+        with pytest.raises(DemoError, match="no valid proposal"):
+            session.accept()
+        session.propose()
+        session.accept()
+        done = session.submit()
+        session.close()
+    assert done.reward == 1.0, done.check_details
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    rows = [(s.actor, s.action["type"], (s.proposed_action or {}).get("type")) for s in steps]
+    assert rows == [
+        ("human", "click", "type"),  # edited: the proposal stays beside the final choice
+        ("human", "press", "click"),  # overridden by the person's own key
+        ("agent", "type", "type"),  # accepted
+    ]
+    assert steps[0].proposed_thought == "type the command." and steps[0].action["x"] == 640
+    assert steps[2].action["content"] == "echo hello > note.txt\n" and steps[2].thought == "now write it."
+
+
+def test_keys_typed_while_paused_reach_the_sandbox_but_are_not_recorded(
+    desktop_host: Any, personas: Personas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", lambda episode_id: None)
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        episode = demo_start(task=note_task(), annotator=personas.annotator)
+        demo_prepare(episode_id=episode.pk)
+        session = LiveSession(episode_id=episode.pk, user=personas.annotator)
+        session.pause()
+        session.input(keys("echo hello > note.txt\n", time.monotonic()))
+        session.resume()
+        session.input(keys("ls\n", time.monotonic() + 5))
+        done = session.submit()
+    steps = list(Step.objects.filter(episode=episode))
+    assert [s.action["content"] for s in steps] == ["ls\n"]
+    assert steps[0].info["paused_before_s"] >= 0
+    assert done.reward == 1.0  # what was typed during the pause did happen in the sandbox

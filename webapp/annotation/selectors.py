@@ -1,0 +1,49 @@
+"""Reads for annotation: an annotator's queue and demonstrations."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q, QuerySet
+
+from webapp.annotation.models import Assignment
+from webapp.catalog.models import Task
+from webapp.episodes.models import Episode, Source
+from webapp.training.models import PolicyVersion
+
+
+def assignments_open(*, annotator: AbstractBaseUser) -> QuerySet[Assignment]:
+    """The annotator's assignments not yet done, oldest first."""
+    return (
+        Assignment.objects.filter(
+            annotator=annotator, state__in=[Assignment.State.OPEN, Assignment.State.IN_PROGRESS]
+        )
+        .select_related("task", "episode", "assigned_by")
+        .order_by("created_at")
+    )
+
+
+def demos_of(*, annotator: AbstractBaseUser, running: bool) -> QuerySet[Episode]:
+    """The annotator's demonstrations: running (to resume) or ended (most recent first)."""
+    qs = Episode.objects.filter(annotator=annotator, source__in=[Source.HUMAN, Source.MIXED]).select_related(
+        "task"
+    )
+    states = [Episode.Status.PENDING, Episode.Status.RUNNING]
+    qs = qs.filter(status__in=states) if running else qs.exclude(status__in=states)
+    return qs.order_by("-created_at")
+
+
+def tasks_to_demonstrate() -> QuerySet[Task]:
+    """Published tasks an annotator may pick themselves."""
+    return Task.objects.filter(is_published=True).order_by("slug")
+
+
+def annotators() -> QuerySet[AbstractBaseUser]:
+    """Active users who may record demonstrations."""
+    perm = Q(groups__permissions__codename="annotate") | Q(user_permissions__codename="annotate")
+    return get_user_model().objects.filter(is_active=True).filter(perm).distinct().order_by("username")
+
+
+def proposal_policies() -> QuerySet[PolicyVersion]:
+    """Policies that can propose steps in interactive annotation."""
+    return PolicyVersion.objects.filter(is_active=True).exclude(backend=PolicyVersion.Backend.HUMAN)

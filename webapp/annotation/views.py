@@ -1,0 +1,143 @@
+"""Annotation pages: the annotator's queue, starting and forking demonstrations, the live session."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from webapp.accounts.access import page_requires
+from webapp.annotation.control import control_of, control_state
+from webapp.annotation.models import Assignment
+from webapp.annotation.selectors import (
+    annotators,
+    assignments_open,
+    demos_of,
+    proposal_policies,
+    tasks_to_demonstrate,
+)
+from webapp.annotation.services import DemoError, assignment_create, demo_abandon, demo_start
+from webapp.catalog.models import Task
+from webapp.episodes.models import Episode
+from webapp.episodes.selectors import episode_visible_to, steps_of
+from webapp.training.models import PolicyVersion
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+@require_GET
+@page_requires("episodes.annotate")
+def queue(request: HttpRequest) -> HttpResponse:
+    """The annotator's assignments, their running and recent demonstrations, and a task picker."""
+    can_assign = request.user.has_perm("annotation.add_assignment")
+    context = {
+        "assignments": assignments_open(annotator=request.user),
+        "running": demos_of(annotator=request.user, running=True)[:50],
+        "recent": demos_of(annotator=request.user, running=False)[:20],
+        "tasks": tasks_to_demonstrate()[:1000],
+        "policies": proposal_policies(),
+        "can_assign": can_assign,
+        "annotators": annotators() if can_assign else [],
+    }
+    return render(request, "annotation/queue.html", context)
+
+
+@require_POST
+@page_requires("episodes.annotate")
+def start(request: HttpRequest) -> HttpResponse:
+    """Start a demonstration of a task (from an assignment or picked); interactive with a policy."""
+    assignment = None
+    if assignment_id := _int(request.POST.get("assignment")):
+        assignment = get_object_or_404(
+            Assignment, pk=assignment_id, annotator=request.user, state=Assignment.State.OPEN
+        )
+        task = assignment.task
+    else:
+        task = get_object_or_404(Task, pk=_int(request.POST.get("task")) or 0, is_published=True)
+    policy = None
+    if policy_id := _int(request.POST.get("policy")):
+        policy = get_object_or_404(PolicyVersion, pk=policy_id, is_active=True)
+    try:
+        episode = demo_start(task=task, annotator=request.user, policy_version=policy, assignment=assignment)
+    except DemoError as exc:
+        messages.error(request, str(exc))
+        return redirect("annotation:queue")
+    return redirect("annotation:session", episode_id=episode.pk)
+
+
+@require_POST
+@page_requires("annotation.add_assignment")
+def assign(request: HttpRequest) -> HttpResponse:
+    """Put a task in an annotator's queue (administrators)."""
+    task = get_object_or_404(Task, pk=_int(request.POST.get("task")) or 0)
+    annotator = get_object_or_404(annotators(), pk=_int(request.POST.get("annotator")) or 0)
+    assignment_create(
+        task=task, annotator=annotator, assigned_by=request.user, note=request.POST.get("note", "")
+    )
+    messages.success(request, f"{task.slug} assigned to {annotator}.")
+    return redirect("annotation:queue")
+
+
+@require_GET
+@page_requires()
+def session(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """The live session page: the sandbox's screen, the recorded steps, think-aloud, control, submit."""
+    episode = episode_visible_to(user=request.user, episode_id=episode_id)
+    if episode is None:
+        raise Http404("no such episode")
+    episode = Episode.objects.select_related("task", "sandbox", "policy_version", "annotator").get(
+        pk=episode.pk
+    )
+    token = control_of(sandbox_id=episode.sandbox_id) if episode.sandbox_id else None
+    context = {
+        "episode": episode,
+        "steps": steps_of(episode=episode),
+        "instruction": (episode.prepared or {}).get("instruction") or episode.task.instruction,
+        "control": control_state(token),
+        "is_annotator": episode.annotator_id == request.user.pk,
+        "transport": "vnc" if episode.sandbox and episode.sandbox.provider == "xdesktop" else "screencast",
+    }
+    return render(request, "annotation/session.html", context)
+
+
+@require_POST
+@page_requires("episodes.annotate")
+def abandon(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """Stop one's own demonstration without scoring it."""
+    episode = get_object_or_404(Episode, pk=episode_id, annotator=request.user)
+    try:
+        demo_abandon(episode=episode, user=request.user)
+    except Exception as exc:  # noqa: BLE001 - shown to the person, nothing to undo
+        messages.error(request, f"Could not stop episode {episode_id}: {exc}")
+    return redirect("annotation:queue")
+
+
+@require_POST
+@page_requires("episodes.annotate")
+def fork(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """Continue an episode from step k in a fresh sandbox: its first k actions are replayed first."""
+    episode = episode_visible_to(user=request.user, episode_id=episode_id)
+    if episode is None:
+        raise Http404("no such episode")
+    if not episode.is_done:
+        raise PermissionDenied("only an ended episode can be forked")
+    step = _int(request.POST.get("step"))
+    if step is None:
+        messages.error(request, "Say from which step to fork.")
+        return redirect("episodes:episode_detail", episode_id=episode.pk)
+    try:
+        forked = demo_start(
+            task=episode.task,
+            annotator=request.user,
+            policy_version=episode.policy_version if episode.source == "mixed" else None,
+            fork_of=episode,
+            fork_step=step,
+        )
+    except DemoError as exc:
+        messages.error(request, str(exc))
+        return redirect("episodes:episode_detail", episode_id=episode.pk)
+    return redirect("annotation:session", episode_id=forked.pk)
