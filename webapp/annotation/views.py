@@ -22,6 +22,7 @@ from webapp.annotation.services import DemoError, assignment_create, demo_abando
 from webapp.catalog.models import Task
 from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episode_visible_to, steps_of
+from webapp.reviews.selectors import reviews_sent_back
 from webapp.training.models import PolicyVersion
 
 
@@ -42,6 +43,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         "policies": proposal_policies(),
         "can_assign": can_assign,
         "annotators": annotators() if can_assign else [],
+        "sent_back": reviews_sent_back(annotator=request.user).count(),
     }
     return render(request, "annotation/queue.html", context)
 

@@ -51,7 +51,7 @@ def home_cards(*, user: AbstractBaseUser) -> list[Card]:
                 "Your demonstrations",
                 mine,
                 f"recorded so far; {sent_back} sent back to you by reviewers",
-                reverse("episodes:episode_list"),
+                reverse("reviews:sent_back") if sent_back else reverse("episodes:episode_list"),
                 "Open your episodes",
             )
         )
