@@ -7,6 +7,8 @@
 //   const live = mount(el, { sandbox: 7, transport: "vnc", mode: "view", onStatus: console.log });
 //   live.toScreen(ev.clientX, ev.clientY)  // {x, y} in screen pixels, or null outside the screen
 
+import { attach } from "./recorder.js";
+
 const SVG_NS = "http://www.w3.org/2000/svg";
 const DENIED_CODES = new Set([4401, 4403, 4400]);
 const NOVNC = new URL("../vendor/novnc/core/rfb.js", import.meta.url).href;
@@ -48,6 +50,8 @@ export function mount(el, options) {
   box.append(stage, overlay);
   el.appendChild(box);
 
+  let input = null; // the recorder bound to a WebRTC data channel (control mode only)
+  let inputEnabled = opts.inputEnabled !== false;
   let closed = false;
   let attempt = 0;
   let retryTimer = null;
@@ -259,31 +263,12 @@ export function mount(el, options) {
     return me;
   }
 
-  // Control over WebRTC: pointer and key events in screen pixels, as JSON on the data channel.
+  // Control over WebRTC: the recorder's raw events (the same form the session socket takes), as
+  // JSON on the data channel; the server merges them into actions and records them as steps.
   function bindInput(target, channel) {
-    target.tabIndex = 0;
-    const send = (event) => { if (channel.readyState === "open") channel.send(JSON.stringify(event)); };
-    const pointer = (action) => (ev) => {
-      const p = toScreen(ev.clientX, ev.clientY);
-      if (!p) return;
-      if (action !== "move") ev.preventDefault();
-      send({ type: "pointer", action, x: p.x, y: p.y, button: ev.button, t: Date.now() });
-    };
-    const key = (action) => (ev) => {
-      ev.preventDefault();
-      send({ type: "key", action, key: ev.key, code: ev.code, t: Date.now() });
-    };
-    const wheel = (ev) => {
-      const p = toScreen(ev.clientX, ev.clientY);
-      if (!p) return;
-      ev.preventDefault();
-      send({ type: "wheel", x: p.x, y: p.y, dx: ev.deltaX, dy: ev.deltaY, t: Date.now() });
-    };
-    const handlers = [["pointerdown", pointer("down")], ["pointerup", pointer("up")],
-      ["pointermove", pointer("move")], ["keydown", key("down")], ["keyup", key("up")], ["wheel", wheel]];
-    for (const [name, fn] of handlers) target.addEventListener(name, fn, { passive: false });
-    target.addEventListener("contextmenu", (ev) => ev.preventDefault());
-    return () => { for (const [name, fn] of handlers) target.removeEventListener(name, fn); };
+    const send = (msg) => { if (channel.readyState === "open") channel.send(JSON.stringify(msg)); };
+    input = attach(target, { toScreen, send, enabled: inputEnabled });
+    return () => { input.detach(); input = null; };
   }
 
   connect();
@@ -293,6 +278,8 @@ export function mount(el, options) {
     overlay,
     screenSize: () => (session ? session.size() : { width: 0, height: 0 }),
     toScreen,
+    // Whether input over the WebRTC data channel is sent (a page turns it off while it lacks control).
+    setInputEnabled(on) { inputEnabled = Boolean(on); if (input) input.setEnabled(inputEnabled); },
     close() {
       closed = true;
       if (retryTimer) clearTimeout(retryTimer);

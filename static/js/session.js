@@ -51,6 +51,7 @@ function renderControl() {
   show("force", running && mayControl && !iHold() && control.holder === "human" && root.dataset.canForce === "1");
   $("[data-testid=recorder]").hidden = !(running && iHold());
   if (recorder) recorder.setEnabled(Boolean(running && iHold()));
+  if (live && live.setInputEnabled) live.setInputEnabled(Boolean(running && iHold()));
 }
 
 function addStep(s) {
@@ -115,18 +116,23 @@ function startLive() {
   if (live || !root.dataset.sandbox || status !== "running") return;
   const screen = $("#screen");
   screen.querySelector("[data-testid=preparing]")?.remove();
+  const webrtc = root.dataset.transport === "webrtc";
   live = mount(screen, {
     sandbox: Number(root.dataset.sandbox),
     transport: root.dataset.transport,
-    mode: "view",
+    // Over WebRTC the input travels on the peer's data channel, which only a control ticket opens.
+    mode: webrtc && mayControl ? "control" : "view",
+    inputEnabled: false,
     ticketUrl: root.dataset.ticketUrl,
     onStatus: (s) => { root.dataset.live = s.state; if (s.state === "denied") say(`Live view refused: ${s.detail}`, true); },
   });
-  recorder = attach(live.element, {
-    toScreen: (x, y) => live.toScreen(x, y),
-    send: (msg) => send(msg),
-    enabled: false,
-  });
+  if (!webrtc) {
+    recorder = attach(live.element, {
+      toScreen: (x, y) => live.toScreen(x, y),
+      send: (msg) => send(msg),
+      enabled: false,
+    });
+  }
   renderControl();
 }
 

@@ -151,6 +151,48 @@ def test_annotator_demonstrates_a_task_in_the_live_view_and_a_reviewer_accepts_i
     episode.refresh_from_db()
     assert episode.status == "finished" and episode.reward == 1.0
 
+    check_outsider_and_review(browser, platform, personas, episode)
+
+
+def demonstrate(browser: Browser, platform: str, personas: Personas, *, transport: str = "") -> Episode:
+    """The annotator's part: start the note task, click into the terminal, type, submit; reward 1."""
+    task = note_task()
+    page = login(browser, platform, personas.annotator.get_username())
+    page.get_by_role("link", name="Annotate").click()
+    page.get_by_test_id("start-form").get_by_label("Task").select_option(str(task.pk))
+    page.get_by_test_id("start-form").get_by_role("button", name="Start").click()
+    expect(page.get_by_test_id("recorder")).to_be_visible(timeout=90_000)
+    episode = Episode.objects.get(task=task, annotator=personas.annotator)
+    if transport:
+        page.goto(f"/annotate/episodes/{episode.pk}/?transport={transport}")
+        expect(page.get_by_test_id("recorder")).to_be_visible()
+    live_state = "() => document.querySelector('[data-testid=session]').dataset.live"
+    connected = wait_for(lambda: page.evaluate(live_state) == "connected", timeout=30)
+    notice = page.get_by_test_id("notice").inner_text()
+    assert connected, f"the live view did not connect: {page.evaluate(live_state)} {notice}"
+    x, y = screen_point(page, 640, 360)
+    page.mouse.click(x, y)
+    page.keyboard.type("echo hello > note.txt")
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("steps").locator("li")).to_have_count(2, timeout=20_000)
+    page.get_by_test_id("submit").click()
+    expect(page.get_by_test_id("reward")).to_have_text("Reward: 1", timeout=30_000)
+    episode.refresh_from_db()
+    return episode
+
+
+def test_over_webrtc_input_travels_on_the_data_channel_and_is_recorded_the_same(
+    platform: str, browser: Browser, personas: Personas
+) -> None:
+    episode = demonstrate(browser, platform, personas, transport="webrtc")
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    assert [s.action["type"] for s in steps] == ["click", "type"]
+    assert steps[1].action["content"] == "echo hello > note.txt\n"
+    assert episode.status == "finished" and episode.reward == 1.0
+
+
+def check_outsider_and_review(browser: Browser, platform: str, personas: Personas, episode: Episode) -> None:
+    """A reviewer replays and accepts the demonstration; an outsider can open none of it."""
     # A reviewer replays the recorded trajectory, labels the click correct and accepts it.
     review = review_assign(episode=episode, reviewer=personas.reviewer, assigned_by=personas.admin)
     reviewer = login(browser, platform, personas.reviewer.get_username())

@@ -36,6 +36,7 @@ from webapp.annotation.session import LiveSession
 from webapp.common.live import episode_group
 from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episode_visible_to
+from webapp.sandboxes.consumers import sandbox_input_group
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -45,11 +46,6 @@ log = logging.getLogger(__name__)
 
 # What a session may do when its user is the episode's annotator, or may control its sandbox.
 FAILURES = (DemoError, ControlError, EnvError, SandboxError, ActionError)
-
-
-def sandbox_input_group(sandbox_id: int) -> str:
-    """Input arriving by another transport (a WebRTC data channel) for a sandbox."""
-    return f"sandbox_input.{sandbox_id}"
 
 
 def _may_control(user: Any, episode: Episode) -> bool:
@@ -278,5 +274,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         """Input that came by a WebRTC data channel: this user's own only (control is checked on use)."""
         if event.get("user_id") != self.user.pk or not self.may_control:
             return
-        with contextlib.suppress(*FAILURES):
+        try:
             await self.on_input({"events": event.get("events")})
+        except FAILURES as exc:
+            await self.send_json({"type": "error", "message": str(exc), "for": "input"})

@@ -101,9 +101,17 @@ def session(request: HttpRequest, episode_id: int) -> HttpResponse:
         "instruction": (episode.prepared or {}).get("instruction") or episode.task.instruction,
         "control": control_state(token),
         "is_annotator": episode.annotator_id == request.user.pk,
-        "transport": "vnc" if episode.sandbox and episode.sandbox.provider == "xdesktop" else "screencast",
+        "transport": _transport(request, episode),
     }
     return render(request, "annotation/session.html", context)
+
+
+def _transport(request: HttpRequest, episode: Episode) -> str:
+    """noVNC for desktops, the screencast otherwise; `?transport=webrtc` (or screencast) on request."""
+    asked = request.GET.get("transport")
+    if asked in ("webrtc", "screencast"):
+        return asked
+    return "vnc" if episode.sandbox and episode.sandbox.provider == "xdesktop" else "screencast"
 
 
 @require_POST
