@@ -98,6 +98,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{self.episode_id}")
         self.session: LiveSession | None = None
         self.offset: float | None = None
+        self.last_event_at: float = 0.0
+        self.last_received_at: float | None = None
         self.ticker = asyncio.create_task(self._tick_forever())
         await self.accept()
         await self.send_json(hello)
@@ -138,6 +140,17 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             self.session = await self._run(LiveSession, episode_id=self.episode_id, user=self.user)
         return self.session
 
+    def _event_clock_now(self) -> float:
+        """Now, in the events' clock, as far as the merge windows are concerned.
+
+        A window (a click's repeat, a typing run) has passed only when that long went by with no new
+        input *arriving*: input delayed on its way (a loaded server, a busy data channel) must not cut a
+        run of typing in two. So the time since the last event is counted from when it arrived.
+        """
+        if self.last_received_at is None:
+            return time.monotonic()
+        return self.last_event_at + (time.monotonic() - self.last_received_at)
+
     async def _tick_forever(self) -> None:
         last_alive = time.monotonic()
         while True:
@@ -147,7 +160,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 continue
             try:
                 if session.busy:
-                    await self._run(session.tick, time.monotonic())
+                    await self._run(session.tick, self._event_clock_now())
                 if time.monotonic() - last_alive >= KEEP_ALIVE_S:
                     last_alive = time.monotonic()
                     await self._run(session.keep_alive)
@@ -191,6 +204,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             # Map the browser's clock onto ours; the smallest offset seen is the least delayed.
             offset = time.monotonic() - float(latest)
             self.offset = offset if self.offset is None else min(self.offset, offset)
+            self.last_event_at, self.last_received_at = float(latest) + self.offset, time.monotonic()
         session = await self._session()
         await self._run(session.input, events, offset=self.offset or 0.0)
 

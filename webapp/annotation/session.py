@@ -54,6 +54,7 @@ class LiveSession:
         self.user = user
         self.platform = ACTION_PLATFORM.get(self.episode.task.platform, "desktop")
         self._env: SandboxEnv | None = None
+        self._act_env: SandboxEnv | None = None
         self._merger: EventMerger | None = None
         self._open: _Open | None = None
         self.thought = ""
@@ -139,8 +140,12 @@ class LiveSession:
                     )
 
     def _execute(self, action: Action) -> None:
+        # The screen after an action is not kept (the next step captures its own, as PNG): ask for a
+        # small JPEG so forwarding each keystroke stays cheap.
+        if self._act_env is None:
+            self._act_env = SandboxEnv(self.env.target, platform=self.env.platform, fmt="jpeg", quality=30)
         try:
-            self.env.act(action)
+            self._act_env.act(action)
         except ActionRejected as exc:
             raise DemoError(f"the sandbox refused {action.kind}: {exc}") from None
 

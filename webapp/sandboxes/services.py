@@ -77,6 +77,9 @@ def leases_expire(*, now: datetime | None = None) -> int:
 
 # --- sandbox hosts: heartbeats in, host API calls out ---------------------------------------------
 
+# How long a just-acquired lease may be absent from its host's heartbeats before the mirror ends it.
+LEASE_REPORT_GRACE_S = 15.0
+
 HOST_STATES = {
     "starting": Sandbox.State.STARTING,
     "idle": Sandbox.State.IDLE,
@@ -133,9 +136,14 @@ def host_heartbeat(*, report: Mapping[str, Any]) -> SandboxHost:
         )
 
         reported = {item["id"]: item for item in report.get("leases", [])}
-        # End the leases the host no longer holds first: a sandbox has one active lease at most.
-        for lease in Lease.objects.filter(sandbox__host=host, state=Lease.State.ACTIVE).exclude(
-            external_id__in=reported
+        # End the leases the host no longer holds first: a sandbox has one active lease at most. A
+        # lease taken moments ago may be missing from a report the host assembled just before it:
+        # that one is left alone, or a stale heartbeat would end the lease its holder just got.
+        fresh = now - timedelta(seconds=LEASE_REPORT_GRACE_S)
+        for lease in (
+            Lease.objects.filter(sandbox__host=host, state=Lease.State.ACTIVE)
+            .exclude(external_id__in=reported)
+            .exclude(acquired_at__gt=fresh)
         ):
             lease.state = Lease.State.EXPIRED if lease.expires_at <= now else Lease.State.RELEASED
             lease.ended_at = now

@@ -152,3 +152,22 @@ def test_only_admins_may_reset_or_kill_and_an_unreachable_host_is_reported(clien
     resp = client_for("admin").post(url, follow=True)
     # Nothing listens on host-a's port: the admin is told, nothing crashes.
     assert "Could not kill" in resp.content.decode() and "unreachable" in resp.content.decode()
+
+
+@pytest.mark.django_db
+@override_settings(SANDBOX_HOST_TOKEN=TOKEN)
+def test_a_heartbeat_assembled_before_a_lease_was_taken_does_not_end_it():
+    from datetime import timedelta
+
+    assert beat(report(leases=[])).status_code == 200
+    sandbox = Sandbox.objects.get(external_id="desktop-1")
+    now = timezone.now()
+    # The web app just leased desktop-1 (its row has the user), and the host's next report predates it.
+    fresh = Lease.objects.create(sandbox=sandbox, external_id="L9", holder="episode:9", acquired_at=now,
+                                 heartbeat_at=now, expires_at=now + timedelta(minutes=5))  # fmt: skip
+    assert beat(report(leases=[])).status_code == 200
+    assert Lease.objects.get(pk=fresh.pk).state == "active"
+    # Long after it was taken, a report without it means the host no longer holds it.
+    Lease.objects.filter(pk=fresh.pk).update(acquired_at=now - timedelta(minutes=1))
+    assert beat(report(leases=[])).status_code == 200
+    assert Lease.objects.get(pk=fresh.pk).state == "released"
