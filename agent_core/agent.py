@@ -263,7 +263,7 @@ def propose_step(
     if isinstance(parsed, str):
         return Proposal(out.thought, None, "", out.text, parsed, latency_ms)
     thought, _texts, acts, _extra = parsed
-    return Proposal(thought, acts[0], _action_text(acts[0], screen), out.text, "", latency_ms)
+    return Proposal(thought, acts[0], screen_action_text(acts[0], screen), out.text, "", latency_ms)
 
 
 def _interpret(
@@ -274,7 +274,7 @@ def _interpret(
         if not out.actions:
             return "the policy returned no action"
         # Recorded in screen pixels: the faithful form; datasets map it into a model's space later.
-        texts = [_action_text(action, screen) for action in out.actions]
+        texts = [screen_action_text(action, screen) for action in out.actions]
         return out.thought, texts, out.actions, {}
     try:
         parsed = parse_output(
@@ -292,7 +292,8 @@ def _interpret(
     return parsed.thought, list(parsed.action_texts), parsed.actions, extra
 
 
-def _action_text(action: A.Action, screen: tuple[int, int]) -> str:
+def screen_action_text(action: A.Action, screen: tuple[int, int]) -> str:
+    """An action's UI-TARS text in screen pixels (its JSON form where the grammar cannot write it)."""
     try:
         return format_action(action, screen=screen, coords="absolute")
     except ValueError:  # a form the grammar cannot write back faithfully: keep the JSON form

@@ -352,6 +352,17 @@ def parse_response(
     )
 
 
+def parse_edited_action(text: str, *, screen: tuple[int, int], platform: str = "desktop") -> ParsedResponse:
+    """A person's action text in screen pixels: `Action:` may be left out, a `Thought:` kept.
+
+    Used where people edit or correct an action (annotation, review); raises ActionParseError.
+    """
+    body = text.strip()
+    if not _ACTION_LINE.search(body) and not _ACTION_INLINE.search(body):
+        body = f"Action: {body}"
+    return parse_response(body, screen=screen, coords="absolute", platform=platform)
+
+
 # --- formatting --------------------------------------------------------------------------------
 
 

@@ -670,3 +670,14 @@ def test_deeply_nested_json_is_refused_cleanly(depth, field):
     with pytest.raises(ActionParseError) as info:
         parse_json_response(text, screen=HD)
     assert "deeper than 32" in info.value.reason or "not valid JSON" in info.value.reason
+
+
+def test_an_edited_action_may_leave_out_action_and_keep_a_thought() -> None:
+    from agent_core.grammar import parse_edited_action
+
+    bare = parse_edited_action(" click(start_box='(640,360)') ", screen=(1280, 720))
+    assert bare.actions == (A.Click(640, 360),)  # absolute screen pixels
+    full = parse_edited_action("Thought: the OK button\nAction: click(start_box='(5,6)')", screen=(1280, 720))
+    assert full.thought == "the OK button" and full.actions == (A.Click(5, 6),)
+    with pytest.raises(ActionParseError):
+        parse_edited_action("clik(start_box='(5,6)')", screen=(1280, 720))

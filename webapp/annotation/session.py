@@ -14,16 +14,16 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from agent_core.actions import Action, ActionError, Finished, action_to_dict
-from agent_core.agent import ACTION_PLATFORM, Proposal, propose_step
+from agent_core.agent import ACTION_PLATFORM, Proposal, propose_step, screen_action_text
 from agent_core.env import ActionRejected, EnvError, Obs
-from agent_core.grammar import ActionParseError, format_action, parse_response
+from agent_core.grammar import ActionParseError, parse_edited_action
 from agent_core.policies.base import EpisodeContext, Policy, PolicyError
 from agent_core.recording import Commit, EventMerger, Execute, MergeOp, RawEvent, RecordingError, Start
 from agent_core.trajectory import StepRecord
@@ -170,7 +170,7 @@ class LiveSession:
             # A person took over an agent rollout: the episode now has both actors.
             Episode.objects.filter(pk=self.episode.pk).update(source=Source.MIXED, annotator=self.user)
             self.episode.source = Source.MIXED
-        action_text = _text(action, screen)
+        action_text = screen_action_text(action, screen)
         step = step_record(
             episode=self.episode,
             actor=actor,
@@ -271,12 +271,7 @@ class LiveSession:
         self.flush()
         obs = self._proposal_obs or self.env.observe()
         try:
-            parsed = parse_response(
-                text if "Action:" in text else f"Action: {text}",
-                screen=(obs.width, obs.height),
-                coords="absolute",
-                platform=self.platform,
-            )
+            parsed = parse_edited_action(text, screen=(obs.width, obs.height), platform=self.platform)
         except ActionParseError as exc:
             raise DemoError(f"the action does not parse: {exc.reason or exc}") from None
         if len(parsed.actions) != 1:
@@ -333,14 +328,3 @@ def proposal_json(p: Proposal) -> dict[str, Any]:
         "raw_output": p.raw_output[:4000],
         "latency_ms": p.latency_ms,
     }
-
-
-def _text(action: Action, screen: tuple[int, int]) -> str:
-    try:
-        return format_action(action, screen=screen, coords="absolute")
-    except ValueError:
-        return action.kind
-
-
-def epoch(dt: datetime) -> float:
-    return dt.astimezone(UTC).timestamp()

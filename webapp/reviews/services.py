@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agent_core.actions import action_to_dict
-from agent_core.grammar import PLATFORMS, ActionParseError, parse_response
+from agent_core.grammar import PLATFORMS, ActionParseError, parse_edited_action
 from webapp.episodes.models import Episode, Step
 from webapp.reviews.models import Review, ReviewEvent, StepLabel
 
@@ -141,10 +141,8 @@ def parse_action_text(text: str, *, screen: tuple[int, int] | None, platform: st
     body = text.strip()
     if not body:
         raise ReviewInputError("the action text is empty")
-    if not body.lstrip().startswith("Action:"):
-        body = f"Action: {body}"
     try:
-        parsed = parse_response(body, screen=size, coords="absolute", platform=platform)
+        parsed = parse_edited_action(body, screen=size, platform=platform)
     except ActionParseError as exc:
         raise ReviewInputError(f"not a valid action: {exc}") from None
     if len(parsed.actions) != 1:
