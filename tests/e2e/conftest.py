@@ -7,6 +7,7 @@ it, under the running server.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.conftest import Personas, make_personas
 from tests.procs import daphne_server
@@ -88,5 +90,10 @@ def open_as(browser: Browser, server: str, personas: Personas) -> Iterator[OpenA
         return context.new_page()
 
     yield open_page
+    # Let the pages' last requests (lazy thumbnails, polls) finish before the tables are emptied under
+    # the server: a request still querying while the flush truncates can deadlock on PostgreSQL.
     for context in contexts:
+        for page in context.pages:
+            with contextlib.suppress(PlaywrightError):
+                page.wait_for_load_state("networkidle", timeout=5_000)
         context.close()
