@@ -76,5 +76,7 @@ cp -u node_modules/htmx.org/dist/htmx.min.js static/vendor/htmx.min.js
 # noVNC is ES modules (core/ imports ../vendor/pako): copied as they are, no build step.
 mkdir -p static/vendor/novnc
 cp -ru node_modules/@novnc/novnc/core node_modules/@novnc/novnc/vendor static/vendor/novnc/
+# Chart.js (UMD build) draws the dashboards' charts from their JSON endpoints.
+cp -u node_modules/chart.js/dist/chart.umd.min.js static/vendor/chart.umd.min.js
 
 log "ready ($MODE)"
