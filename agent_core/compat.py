@@ -378,6 +378,49 @@ def parse_pyautogui(code: str, *, screen: tuple[int, int], coords: str = "absolu
     return tuple(_pyautogui(code, screen, coords)[0])
 
 
+def format_pyautogui(action: A.Action, *, screen: tuple[int, int], normalized: bool = True) -> str:
+    """pyautogui code for an action; points as 0–1 fractions of the screen (AgentNet) or pixels.
+
+    Fractions carry enough decimals (4 below 10,000 px) that ``round(fraction * size)`` gives the
+    pixel back. Actions pyautogui cannot express (call_user, mobile, SDK, a finished() with an
+    answer) raise ValueError; finished() with no answer or "infeasible" becomes DONE or FAIL.
+    """
+    width, height = screen
+    if width <= 0 or height <= 0:
+        raise ValueError(f"screen must be (width, height) > 0, got {screen!r}")
+    digits = max(4, len(str(max(width, height))))
+
+    def xy(x: int, y: int) -> str:
+        if not normalized:
+            return f"x={x}, y={y}"
+        return f"x={min(x, width - 1) / width:.{digits}f}, y={min(y, height - 1) / height:.{digits}f}"
+
+    if isinstance(action, A.Scroll):
+        name = "scroll" if action.direction in ("up", "down") else "hscroll"
+        clicks = action.amount if action.direction in ("up", "right") else -action.amount
+        return f"pyautogui.{name}({clicks}, {xy(action.x, action.y)})"
+    if isinstance(action, A.Drag):
+        return (
+            f"pyautogui.moveTo({xy(action.x1, action.y1)})\n"
+            f"pyautogui.dragTo({xy(action.x2, action.y2)}, button='left')"
+        )
+    pointer = {A.Click: "click", A.LeftDouble: "doubleClick", A.RightSingle: "rightClick", A.Hover: "moveTo"}
+    if type(action) in pointer and isinstance(action, A.PointerAction):
+        return f"pyautogui.{pointer[type(action)]}({xy(action.x, action.y)})"
+    if isinstance(action, A.Hotkey):
+        return f"pyautogui.hotkey({', '.join(repr(k) for k in action.keys)})"
+    keys = {A.Press: "press", A.KeyDown: "keyDown", A.KeyUp: "keyUp"}
+    if isinstance(action, A.Press | A.KeyDown | A.KeyUp):
+        return f"pyautogui.{keys[type(action)]}({action.key!r})"
+    if isinstance(action, A.Type):
+        return f"pyautogui.write(message={action.content!r})"
+    if isinstance(action, A.Wait):
+        return f"time.sleep({float(action.seconds)!r})"
+    if isinstance(action, A.Finished) and action.content in ("", "infeasible"):
+        return "DONE" if action.content == "" else "FAIL"
+    raise ValueError(f"{action.kind}() has no pyautogui form")
+
+
 # --- computer_13 -------------------------------------------------------------------------------
 
 _C13_PARAMS: dict[str, tuple[str, ...]] = {

@@ -78,5 +78,7 @@ mkdir -p static/vendor/novnc
 cp -ru node_modules/@novnc/novnc/core node_modules/@novnc/novnc/vendor static/vendor/novnc/
 # Chart.js (UMD build) draws the dashboards' charts from their JSON endpoints.
 cp -u node_modules/chart.js/dist/chart.umd.min.js static/vendor/chart.umd.min.js
+# With its source map: collectstatic (whitenoise) follows the sourceMappingURL and fails without it.
+cp -u node_modules/chart.js/dist/chart.umd.min.js.map static/vendor/chart.umd.min.js.map
 
 log "ready ($MODE)"

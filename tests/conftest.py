@@ -17,11 +17,12 @@ NAV = {
     "annotator": ["Home", "Tasks", "Episodes", "Annotate", "API tokens"],
     "reviewer": ["Home", "Tasks", "Episodes", "Review queue", "API tokens"],
     "researcher": [
-        "Home", "Tasks", "Episodes", "Rollouts", "Datasets", "Training", "Sandboxes", "API tokens",
+        "Home", "Tasks", "Episodes", "Rollouts", "Dashboards", "Datasets", "Training", "Sandboxes",
+        "API tokens",
     ],
     "admin": [
-        "Home", "Tasks", "Episodes", "Annotate", "Rollouts", "Review queue", "Datasets", "Training",
-        "Sandboxes", "API tokens", "Admin",
+        "Home", "Tasks", "Episodes", "Annotate", "Rollouts", "Dashboards", "Review queue", "Datasets",
+        "Training", "Sandboxes", "API tokens", "Admin",
     ],
     "outsider": ["Home", "API tokens"],
 }  # fmt: skip

@@ -64,6 +64,7 @@ def me(request: HttpRequest) -> dict[str, Any]:
 
 
 from webapp.catalog.api import router as catalog_router  # noqa: E402
+from webapp.dashboards.api import router as dashboards_router  # noqa: E402
 from webapp.datasets.api import router as datasets_router  # noqa: E402
 from webapp.episodes.api import router as episodes_router  # noqa: E402
 from webapp.sandboxes.api import router as sandboxes_router  # noqa: E402
@@ -74,6 +75,7 @@ api.add_router("", episodes_router)
 api.add_router("", datasets_router)
 api.add_router("", training_router)
 api.add_router("", sandboxes_router)
+api.add_router("", dashboards_router)
 
 # Last, so it only answers paths no endpoint above matched.
 from webapp.common.api import fallback_router  # noqa: E402

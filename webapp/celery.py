@@ -1,4 +1,4 @@
-"""The Celery app: queues `rollouts`, `training`, `sandboxes`; results in the database; beat schedule."""
+"""The Celery app: queues `rollouts`, `training`, `sandboxes`, `datasets`; results in the database; beat schedule."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 app = Celery("webapp")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
-QUEUES = ("rollouts", "training", "sandboxes")
+QUEUES = ("rollouts", "training", "sandboxes", "datasets")
 app.conf.task_queues = [Queue(name) for name in QUEUES]
 app.conf.task_default_queue = "rollouts"
 # Routing by app keeps training jobs (long, one per worker) away from rollouts and pool upkeep.
@@ -20,9 +20,13 @@ app.conf.task_routes = {
     "webapp.training.tasks.*": {"queue": "training"},
     "webapp.sandboxes.tasks.*": {"queue": "sandboxes"},
     "webapp.catalog.tasks.*": {"queue": "sandboxes"},
+    "webapp.dashboards.tasks.*": {"queue": "sandboxes"},
     # A person is waiting for a demonstration's sandbox: the queue that is never busy with episodes.
     "webapp.annotation.tasks.*": {"queue": "sandboxes"},
     "webapp.episodes.tasks.*": {"queue": "rollouts"},
+    # Flywheel rounds and exports read whole dataset versions: their own queue, so a long export
+    # never delays a sandbox lease or a rollout.
+    "webapp.datasets.tasks.*": {"queue": "datasets"},
     # The reaper must run even when every rollout worker is busy with long episodes.
     "webapp.rollouts.tasks.rollouts_reap": {"queue": "sandboxes"},
     "webapp.rollouts.tasks.*": {"queue": "rollouts"},
@@ -32,6 +36,8 @@ app.conf.beat_schedule = {
     "check-sandbox-hosts": {"task": "webapp.sandboxes.tasks.hosts_check", "schedule": 10.0},
     "reap-lost-rollouts": {"task": "webapp.rollouts.tasks.rollouts_reap", "schedule": 10.0},
     "reap-lost-demonstrations": {"task": "webapp.annotation.tasks.demos_reap_task", "schedule": 30.0},
+    "reap-lost-exports": {"task": "webapp.datasets.tasks.exports_reap_task", "schedule": 60.0},
     "roll-up-task-stats": {"task": "webapp.catalog.tasks.task_stats_rollup", "schedule": 60.0},
+    "sample-env-health": {"task": "webapp.dashboards.tasks.health_sample", "schedule": 30.0},
 }
 app.autodiscover_tasks()

@@ -191,3 +191,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
 }
+
+# Dataset exports: finished folders (and their temporary ones while being written) live here.
+EXPORTS_DIR = Path(env_str("EXPORTS_DIR", str(VAR_DIR / "exports")))

@@ -16,6 +16,7 @@ NAV_ITEMS: list[tuple[str, str, str]] = [
     ("Episodes", "episodes:episode_list", ""),
     ("Annotate", "annotation:queue", "episodes.annotate"),
     ("Rollouts", "rollouts:batch_list", "episodes.run_rollouts"),
+    ("Dashboards", "dashboards:rollouts", "episodes.view_all_episodes"),
     ("Review queue", "reviews:queue", "reviews.review_episodes"),
     ("Datasets", "datasets:dataset_list", "datasets.view_dataset"),
     ("Training", "training:run_list", "training.view_trainingrun"),

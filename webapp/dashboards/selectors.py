@@ -1,4 +1,4 @@
-"""What each person should do next: the cards of the home page."""
+"""What each person should do next (the home page's cards), and the rollouts running now (the wall)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Max, Q
 from django.urls import reverse
 from django.utils import timezone
 
 from webapp.catalog.models import Task
-from webapp.episodes.models import Episode
+from webapp.episodes.models import Episode, Source, Step
 from webapp.reviews.models import Review
 from webapp.reviews.selectors import reviews_queue
-from webapp.sandboxes.models import SandboxHost
+from webapp.sandboxes.models import Sandbox, SandboxHost
 from webapp.training.models import TrainingRun
 
 
@@ -114,3 +115,65 @@ def home_cards(*, user: AbstractBaseUser) -> list[Card]:
             )
         )
     return cards
+
+
+# --- the wall of running rollouts ------------------------------------------------------------------
+
+WALL_LIMIT = 60
+
+
+@dataclass(frozen=True)
+class RunningRollout:
+    """A running agent (or interactive) episode with its latest step."""
+
+    episode: Episode
+    step: Step | None
+    live: bool  # its sandbox is up, so the tile can show the screen itself
+
+    def as_dict(self) -> dict[str, object]:
+        """The JSON form the API returns."""
+        e, s = self.episode, self.step
+        return {
+            "episode": e.pk,
+            "url": reverse("episodes:episode_detail", args=[e.pk]),
+            "task": e.task.slug,
+            "task_title": e.task.title,
+            "source": e.source,
+            "policy": e.policy_version.name if e.policy_version else None,
+            "step": e.num_steps,
+            "max_steps": e.task.max_steps,
+            "sandbox": e.sandbox_id if self.live else None,
+            "thought": s.thought if s else "",
+            "action": s.action_text if s else "",
+            "thumbnail": (
+                reverse("episodes:step_thumbnail", args=[e.pk, s.index]) if s and s.screenshot else None
+            ),
+            "started_at": e.started_at.isoformat() if e.started_at else None,
+        }
+
+
+def rollouts_running(*, limit: int = WALL_LIMIT) -> list[RunningRollout]:
+    """Running agent and interactive episodes, oldest first, each with its latest step."""
+    episodes = list(
+        Episode.objects.filter(status=Episode.Status.RUNNING, source__in=[Source.AGENT, Source.MIXED])
+        .select_related("task", "policy_version", "sandbox")
+        .annotate(last_index=Max("steps__index"))
+        .order_by("started_at", "pk")[:limit]
+    )
+    wanted = Q(pk__in=[])
+    for e in episodes:
+        if e.last_index is not None:
+            wanted |= Q(episode_id=e.pk, index=e.last_index)
+    latest = {
+        s.episode_id: s
+        for s in Step.objects.filter(wanted).only(
+            "episode_id", "index", "thought", "action_text", "screenshot"
+        )
+    }
+    gone = (Sandbox.State.STOPPED, Sandbox.State.STOPPING, Sandbox.State.UNHEALTHY)
+    return [
+        RunningRollout(
+            episode=e, step=latest.get(e.pk), live=e.sandbox is not None and e.sandbox.state not in gone
+        )
+        for e in episodes
+    ]

@@ -38,21 +38,34 @@ class FlywheelIteration(models.Model):
     """One round of the flywheel: roll out a policy, route trajectories, write dataset versions, train."""
 
     class Status(models.TextChoices):
-        OPEN = "open"
+        # A round is written by one job: "closing" while it routes (the row is the lock: at most
+        # one closing round), "closed" once its dataset versions are sealed.
+        CLOSING = "closing"
         CLOSED = "closed"
 
     number = models.PositiveIntegerField(unique=True)
     policy_version = models.ForeignKey(
         "training.PolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="iterations"
     )
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.OPEN)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.CLOSING)
     stats = models.JSONField(default=dict, blank=True)
+    progress = models.JSONField(default=dict, blank=True, help_text="While closing: episodes done / total")
     notes = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    cutoff = models.DateTimeField(null=True, blank=True, help_text="Episodes finished up to here are routed")
     started_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["status"], condition=Q(status="closing"), name="flywheel_one_round_closing"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"round {self.number}"
@@ -88,7 +101,11 @@ class DatasetVersion(models.Model):
 
     class Meta:
         ordering = ["dataset", "-number"]
-        permissions = [("export_dataset", "Can export dataset versions")]
+        permissions = [
+            ("export_dataset", "Can export dataset versions"),
+            ("withdraw_datasetversion", "Can withdraw dataset versions"),
+            ("close_flywheel_round", "Can close a flywheel round"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["dataset", "number"], name="datasetversion_unique_number"),
             models.CheckConstraint(condition=Q(number__gte=1), name="datasetversion_number_positive"),
@@ -139,3 +156,95 @@ class DatasetMembership(models.Model):
         if DatasetVersion.objects.filter(pk=self.version_id, sealed_at__isnull=False).exists():
             raise ImmutableVersionError(f"dataset version {self.version_id} is sealed")
         return super().delete(*args, **kwargs)  # type: ignore[arg-type]
+
+
+class VersionWithdrawal(models.Model):
+    """A dataset version taken out of use: no new export or pin may use it.
+
+    The version row and its membership stay as written (versions are immutable); a withdrawal is
+    a separate record of who took it out and why, so lineage that names the version still resolves.
+    """
+
+    version = models.OneToOneField(DatasetVersion, on_delete=models.PROTECT, related_name="withdrawal")
+    reason = models.TextField()
+    withdrawn_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    withdrawn_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.version} withdrawn"
+
+
+class DatasetExport(models.Model):
+    """One export of a dataset version to files: a background job with progress, then a folder."""
+
+    class Kind(models.TextChoices):
+        SFT = "sft", "SFT chat (UI-TARS / Qwen-VL messages)"
+        CT = "ct", "Continual pre-training (interleaved text and images)"
+        AGENTNET = "agentnet", "AgentNet-style trajectories"
+
+    class Format(models.TextChoices):
+        JSONL = "jsonl", "JSONL"
+        PARQUET = "parquet", "Parquet"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE = (Status.PENDING, Status.RUNNING)
+
+    version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="exports")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    fmt = models.CharField(max_length=8, choices=Format.choices)
+    options = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    total_steps = models.PositiveIntegerField(default=0)
+    total_episodes = models.PositiveIntegerField(default=0)
+    done_steps = models.PositiveIntegerField(default=0)
+    done_episodes = models.PositiveIntegerField(default=0)
+    path = models.CharField(max_length=300, blank=True, help_text="The finished folder, under EXPORTS_DIR")
+    bytes = models.BigIntegerField(default=0)
+    manifest = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # The database, not a check-then-insert, refuses a second concurrent export of the same thing.
+            models.UniqueConstraint(
+                fields=["version", "kind", "fmt"],
+                condition=Q(status__in=["pending", "running"]),
+                name="export_one_active_per_version_kind_fmt",
+            ),
+            models.CheckConstraint(condition=Q(kind__in=["sft", "ct", "agentnet"]), name="export_kind_valid"),
+            models.CheckConstraint(condition=Q(fmt__in=["jsonl", "parquet"]), name="export_fmt_valid"),
+        ]
+        indexes = [models.Index(fields=["status", "heartbeat_at"], name="export_status_heartbeat_idx")]
+
+    def __str__(self) -> str:
+        return f"export {self.pk} of {self.version_id} ({self.kind}, {self.fmt})"
+
+    @property
+    def percent(self) -> int:
+        """Progress in whole percent of the version's steps (100 once done)."""
+        if self.status == self.Status.DONE:
+            return 100
+        if not self.total_steps:
+            return 0
+        return min(99, int(100 * self.done_steps / self.total_steps))
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -10,7 +12,13 @@ from django.db import transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
-from webapp.datasets.models import Dataset, DatasetMembership, DatasetVersion, FlywheelIteration
+from webapp.datasets.models import (
+    Dataset,
+    DatasetMembership,
+    DatasetVersion,
+    FlywheelIteration,
+    VersionWithdrawal,
+)
 from webapp.episodes.models import Episode
 
 
@@ -24,6 +32,7 @@ def dataset_version_create(
     iteration: FlywheelIteration | None = None,
     created_by: AbstractBaseUser | None = None,
     notes: str = "",
+    extra_lineage: Mapping[str, Any] | None = None,
 ) -> DatasetVersion:
     """The next version of `dataset` holding exactly `episodes`, sealed before the transaction ends."""
     if parent is not None and parent.dataset_id != dataset.pk:
@@ -51,7 +60,92 @@ def dataset_version_create(
         "annotators": sorted({a for a in lineage_rows.values_list("annotator_id", flat=True) if a}),
         "reviews": sorted(lineage_rows.values_list("reviews__pk", flat=True).exclude(reviews__pk=None)),
         "parent": parent.pk if parent else None,
+        "sources": dict(sorted(Counter(lineage_rows.values_list("source", flat=True)).items())),
+        **(extra_lineage or {}),
     }
     version.sealed_at = timezone.now()
     version.save()
     return version
+
+
+class DatasetError(Exception):
+    """A dataset operation was refused; the message says why and what to do."""
+
+
+class VersionGone(DatasetError):
+    """The version does not exist or was withdrawn."""
+
+
+# <dataset name>@v<number>, or @latest (resolved to a number when pinned, so a pin never drifts).
+PIN_RE = re.compile(r"^(?P<name>[-a-zA-Z0-9_]{1,100})@(?:v(?P<number>[0-9]{1,9})|(?P<latest>latest))$")
+PIN_HELP = "write <dataset>@v<number> (for example flywheel-sft@v3) or <dataset>@latest"
+
+
+def version_usable(*, version: DatasetVersion) -> DatasetVersion:
+    """`version` if it may still be exported or pinned; VersionGone if it was withdrawn."""
+    withdrawal = VersionWithdrawal.objects.filter(version=version).first()
+    if withdrawal is not None:
+        raise VersionGone(
+            f"{version} was withdrawn on {withdrawal.withdrawn_at:%Y-%m-%d %H:%M}: {withdrawal.reason}"
+        )
+    return version
+
+
+def version_pin_resolve(*, pin: str) -> DatasetVersion:
+    """The dataset version a pin names, refused with a message that says what is wrong with it."""
+    text = (pin or "").strip()
+    match = PIN_RE.match(text)
+    if match is None:
+        raise DatasetError(f"{text!r} is not a dataset pin: {PIN_HELP}")
+    dataset = Dataset.objects.filter(name=match["name"]).first()
+    if dataset is None:
+        known = ", ".join(Dataset.objects.order_by("name").values_list("name", flat=True)[:20]) or "none yet"
+        raise DatasetError(f"there is no dataset called {match['name']!r} (datasets: {known})")
+    versions = dataset.versions.filter(sealed_at__isnull=False)
+    if match["latest"]:
+        version = versions.exclude(withdrawal__isnull=False).order_by("-number").first()
+        if version is None:
+            raise DatasetError(f"{dataset.name} has no usable version yet")
+    else:
+        version = versions.filter(number=int(match["number"])).first()
+        if version is None:
+            numbers = list(versions.order_by("number").values_list("number", flat=True))
+            have = f"v{numbers[0]}–v{numbers[-1]}" if numbers else "no versions yet"
+            raise VersionGone(f"{dataset.name} has no version {match['number']} ({have})")
+    version_usable(version=version)
+    if version.num_episodes == 0:
+        raise DatasetError(f"{version} has no episodes: there is nothing to train on")
+    return version
+
+
+def training_run_pin(*, run: Any, pin: str) -> Any:
+    """Pin a training run that has not started to the dataset version `pin` names."""
+    from webapp.training.models import TrainingRun
+
+    version = version_pin_resolve(pin=pin)
+    updated = TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.PENDING).update(
+        dataset_version=version
+    )
+    if updated != 1:
+        raise DatasetError(f"training run {run.pk} has already started; its data cannot change")
+    run.refresh_from_db()
+    return run
+
+
+@transaction.atomic
+def version_withdraw(*, version: DatasetVersion, by: AbstractBaseUser, reason: str) -> VersionWithdrawal:
+    """Take a version out of use; refused while a training run that has not finished is pinned to it."""
+    from webapp.training.models import TrainingRun
+
+    reason = (reason or "").strip()
+    if not reason:
+        raise DatasetError("say why the version is withdrawn")
+    if VersionWithdrawal.objects.filter(version=version).exists():
+        raise DatasetError(f"{version} is already withdrawn")
+    busy = TrainingRun.objects.filter(
+        dataset_version=version, status__in=[TrainingRun.Status.PENDING, TrainingRun.Status.RUNNING]
+    ).values_list("pk", flat=True)
+    if busy:
+        runs = ", ".join(f"#{pk}" for pk in busy)
+        raise DatasetError(f"{version} is pinned by training run(s) {runs} that have not finished")
+    return VersionWithdrawal.objects.create(version=version, reason=reason, withdrawn_by=by)

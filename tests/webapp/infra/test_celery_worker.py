@@ -35,9 +35,10 @@ def _overdue_lease() -> Lease:
 
 def test_tasks_route_to_their_queues():
     routes = app.conf.task_routes
-    assert set(QUEUES) == {"rollouts", "training", "sandboxes"}
+    assert set(QUEUES) == {"rollouts", "training", "sandboxes", "datasets"}
     assert routes["webapp.training.tasks.*"] == {"queue": "training"}
     assert routes["webapp.sandboxes.tasks.*"] == {"queue": "sandboxes"}
+    assert routes["webapp.datasets.tasks.*"] == {"queue": "datasets"}
     assert app.conf.result_backend == "django-db"
 
 

@@ -31,8 +31,19 @@ URLS: dict[str, Callable[[World], str]] = {
     "review_queue": lambda w: reverse("reviews:queue"),
     "dataset_list": lambda w: reverse("datasets:dataset_list"),
     "dataset_detail": lambda w: reverse("datasets:dataset_detail", args=[w.dataset.pk]),
+    "version_detail": lambda w: reverse("datasets:version_detail", args=[w.dataset.versions.get().pk]),
+    "version_diff": lambda w: (
+        reverse("datasets:version_diff")
+        + f"?a={w.dataset.versions.get().pk}&b="
+        + str(w.dataset.versions.get().pk)
+    ),
+    "flywheel": lambda w: reverse("datasets:flywheel"),
     "training": lambda w: reverse("training:run_list"),
     "sandboxes": lambda w: reverse("sandboxes:overview"),
+    "dash_rollouts": lambda w: reverse("dashboards:rollouts"),
+    "dash_success": lambda w: reverse("dashboards:success"),
+    "dash_health": lambda w: reverse("dashboards:health"),
+    "dash_annotation": lambda w: reverse("dashboards:annotation"),
     "tokens": lambda w: reverse("accounts:tokens"),
     "admin_index": lambda w: reverse("admin:index"),
 }
@@ -53,8 +64,15 @@ MATRIX: dict[str, tuple[int | str, ...]] = {
     "review_queue":    (LOGIN,      403,         200,         403,         200,  403),
     "dataset_list":    (LOGIN,      403,         403,         200,         200,  403),
     "dataset_detail":  (LOGIN,      403,         403,         200,         200,  403),
+    "version_detail":  (LOGIN,      403,         403,         200,         200,  403),
+    "version_diff":    (LOGIN,      403,         403,         200,         200,  403),
+    "flywheel":        (LOGIN,      403,         403,         200,         200,  403),
     "training":        (LOGIN,      403,         403,         200,         200,  403),
     "sandboxes":       (LOGIN,      403,         403,         200,         200,  403),
+    "dash_rollouts":   (LOGIN,      403,         403,         200,         200,  403),
+    "dash_success":    (LOGIN,      403,         403,         200,         200,  403),
+    "dash_health":     (LOGIN,      403,         403,         200,         200,  403),
+    "dash_annotation": (LOGIN,      403,         403,         200,         200,  403),
     "tokens":          (LOGIN,      200,         200,         200,         200,  200),
     "admin_index":     (ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, ADMIN_LOGIN, 200,  ADMIN_LOGIN),
 }  # fmt: skip

@@ -1,0 +1,239 @@
+"""Reads of environment health: pools, lease wait, reset latency, crash and env_error rates, queues.
+
+Hosts report their counters and latency summaries in heartbeats (mirrored on SandboxHost and
+Sandbox rows); episodes say which ended in an environment error; the Celery broker holds the queues.
+`health_now()` gathers them into one JSON-able dict that the page, the JSON API, the samples kept
+over time and the Prometheus endpoint all read.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from webapp.episodes.models import Episode
+from webapp.sandboxes.models import Sandbox, SandboxHost
+
+ENV_ERROR_WINDOW = timedelta(hours=24)
+BROKER_TIMEOUT_S = 0.5
+UNAVAILABLE = "unavailable"
+
+# Counters a host reports (since it started): sandboxes started, failed to start, replaced after a
+# crash or a failed health check, leases expired.
+COUNTERS = ("started", "start_failed", "replaced", "expired")
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def _combine(summaries: Iterable[dict[str, Any]]) -> dict[str, float | None]:
+    """One {n, p50, p95} from several per-sandbox summaries: the n-weighted mean of their percentiles.
+
+    Exact percentiles cannot be recovered from summaries; a weighted mean is close where sandboxes of
+    one profile behave alike, and says so by being labelled approximate on the page.
+    """
+    n = 0.0
+    p50 = p95 = 0.0
+    for s in summaries:
+        k = float(s.get("n") or 0)
+        if k <= 0:
+            continue
+        n += k
+        p50 += k * float(s.get("p50") or 0.0)
+        p95 += k * float(s.get("p95") or 0.0)
+    if not n:
+        return {"n": 0, "p50": None, "p95": None}
+    return {"n": int(n), "p50": round(p50 / n, 1), "p95": round(p95 / n, 1)}
+
+
+def _env_errors_since(since: datetime, group: str) -> dict[Any, dict[str, int]]:
+    """Ended episodes and env_errors among them since `since`, grouped by `group` (a values() path)."""
+    rows = (
+        Episode.objects.filter(
+            status__in=[Episode.Status.FINISHED, Episode.Status.ABORTED], finished_at__gte=since
+        )
+        .values(group)
+        .annotate(ended=Count("pk"), env_errors=Count("pk", filter=Q(env_error=True)))
+    )
+    return {r[group]: {"ended": r["ended"], "env_errors": r["env_errors"]} for r in rows}
+
+
+def queue_depths(*, queues: Iterable[str] | None = None) -> dict[str, int | None]:
+    """Messages waiting in each Celery queue on the Redis broker; None for all when it cannot be read.
+
+    Celery's Redis transport keeps a queue as a list named after it, plus one list per priority step
+    (`<queue>\\x06\\x16<step>`) once a message with that priority was sent; a worker's unacked
+    messages are elsewhere, so this is what waits for a worker.
+    """
+    from webapp.celery import QUEUES, app
+
+    names = list(queues if queues is not None else QUEUES)
+    options = app.conf.broker_transport_options or {}
+    prefix = str(options.get("global_keyprefix", ""))
+    sep = str(options.get("sep", "\x06\x16"))
+    steps = [int(p) for p in options.get("priority_steps", (0, 3, 6, 9))]
+    try:
+        client = redis.Redis.from_url(
+            settings.CELERY_BROKER_URL,
+            socket_connect_timeout=BROKER_TIMEOUT_S,
+            socket_timeout=BROKER_TIMEOUT_S,
+        )
+        with client, client.pipeline(transaction=False) as pipe:
+            for name in names:
+                for step in steps:
+                    pipe.llen(prefix + (f"{name}{sep}{step}" if step else name))
+            sizes = pipe.execute()
+    except (redis.RedisError, OSError, ValueError):
+        return dict.fromkeys(names)
+    out: dict[str, int | None] = {}
+    for i, name in enumerate(names):
+        out[name] = int(sum(sizes[i * len(steps) : (i + 1) * len(steps)]))
+    return out
+
+
+def health_now(*, now: datetime | None = None) -> dict[str, Any]:
+    """Current environment health per host, per profile and per queue, as a JSON-able dict."""
+    now = now or timezone.now()
+    hosts = list(SandboxHost.objects.order_by("name"))
+    alive = {h.pk: h.is_alive(now=now, grace_seconds=settings.SANDBOX_HOST_GRACE_SECONDS) for h in hosts}
+    live = list(
+        Sandbox.objects.exclude(state=Sandbox.State.STOPPED).only("host_id", "profile", "state", "latency")
+    )
+    since = now - ENV_ERROR_WINDOW
+    by_host_errors = _env_errors_since(since, "sandbox__host__name")
+    by_profile_errors = _env_errors_since(since, "task__env_profile")
+
+    host_rows = []
+    for h in hosts:
+        mine = [s for s in live if s.host_id == h.pk]
+        leased = sum(1 for s in mine if s.state == Sandbox.State.LEASED)
+        report = h.report or {}
+        counters = {k: int((report.get("counters") or {}).get(k, 0)) for k in COUNTERS}
+        wait = (report.get("lease_latency_ms") or {}).get("all") or {}
+        reset = _combine((s.latency or {}).get("reset") or {} for s in mine)
+        errors = by_host_errors.get(h.name, {"ended": 0, "env_errors": 0})
+        host_rows.append(
+            {
+                "host": h.name,
+                "alive": alive[h.pk],
+                "status": h.status,
+                "last_heartbeat_at": h.last_heartbeat_at.isoformat() if h.last_heartbeat_at else None,
+                "live": len(mine),
+                "leased": leased,
+                "utilisation": _ratio(leased, len(mine)),
+                "lease_wait_n": int(wait.get("n") or 0),
+                "lease_wait_p50": wait.get("p50") if wait.get("n") else None,
+                "lease_wait_p95": wait.get("p95") if wait.get("n") else None,
+                "reset_n": reset["n"],
+                "reset_p50": reset["p50"],
+                "reset_p95": reset["p95"],
+                **counters,
+                "crash_rate": _ratio(counters["replaced"] + counters["start_failed"], counters["started"]),
+                "ended_24h": errors["ended"],
+                "env_errors_24h": errors["env_errors"],
+                "env_error_rate": _ratio(errors["env_errors"], errors["ended"]),
+            }
+        )
+
+    # Profiles pool over the hosts that are alive: a silent host's last report says nothing now.
+    by_profile: dict[str, list[Sandbox]] = defaultdict(list)
+    for s in live:
+        if alive.get(s.host_id):
+            by_profile[s.profile].append(s)
+    capacity: dict[str, int] = defaultdict(int)
+    for h in hosts:
+        if alive[h.pk]:
+            for name, cfg in (h.capacity or {}).items():
+                if isinstance(cfg, dict):
+                    capacity[name] += int(cfg.get("max_total") or 0)
+    profile_rows = []
+    for name in sorted(set(by_profile) | set(capacity) | {p for p in by_profile_errors if p}):
+        mine = by_profile.get(name, [])
+        leased = sum(1 for s in mine if s.state == Sandbox.State.LEASED)
+        reset = _combine((s.latency or {}).get("reset") or {} for s in mine)
+        errors = by_profile_errors.get(name, {"ended": 0, "env_errors": 0})
+        profile_rows.append(
+            {
+                "profile": name,
+                "capacity": capacity.get(name, 0),
+                "live": len(mine),
+                "leased": leased,
+                "idle": sum(1 for s in mine if s.state == Sandbox.State.IDLE),
+                "utilisation": _ratio(leased, len(mine)),
+                "reset_n": reset["n"],
+                "reset_p50": reset["p50"],
+                "reset_p95": reset["p95"],
+                "ended_24h": errors["ended"],
+                "env_errors_24h": errors["env_errors"],
+                "env_error_rate": _ratio(errors["env_errors"], errors["ended"]),
+            }
+        )
+
+    depths = queue_depths()
+    return {
+        "taken_at": now.isoformat(),
+        "hosts": host_rows,
+        "profiles": profile_rows,
+        "queues": [{"queue": q, "depth": d} for q, d in depths.items()],
+        "broker": UNAVAILABLE if any(d is None for d in depths.values()) else "ok",
+    }
+
+
+# --- over time, from the samples ------------------------------------------------------------------
+
+MAX_POINTS = 360
+
+# What the charts over time show: (series name, rows key, label key, value key).
+SERIES = (
+    ("utilisation_by_profile", "profiles", "profile", "utilisation"),
+    ("utilisation_by_host", "hosts", "host", "utilisation"),
+    ("lease_wait_p50_by_host", "hosts", "host", "lease_wait_p50"),
+    ("lease_wait_p95_by_host", "hosts", "host", "lease_wait_p95"),
+    ("reset_p95_by_profile", "profiles", "profile", "reset_p95"),
+    ("crash_rate_by_host", "hosts", "host", "crash_rate"),
+    ("env_error_rate_by_profile", "profiles", "profile", "env_error_rate"),
+    ("env_error_rate_by_host", "hosts", "host", "env_error_rate"),
+    ("queue_depth", "queues", "queue", "depth"),
+)
+
+
+def health_series(*, since_hours: float = 6, now: datetime | None = None) -> dict[str, Any]:
+    """The kept samples since `since_hours` ago as chart series: {"labels": [...], "series": {...}}.
+
+    Each series maps a key (profile, host, queue) to one value per label, None where that sample
+    lacked it. More than MAX_POINTS samples are thinned evenly (the newest is always kept).
+    """
+    from webapp.dashboards.models import HealthSample
+
+    now = now or timezone.now()
+    since = now - timedelta(hours=since_hours)
+    ids = list(
+        HealthSample.objects.filter(taken_at__gte=since).order_by("taken_at").values_list("pk", flat=True)
+    )
+    if len(ids) > MAX_POINTS:
+        stride = len(ids) / MAX_POINTS
+        picked = {ids[int(i * stride)] for i in range(MAX_POINTS)} | {ids[-1]}
+        ids = [i for i in ids if i in picked]
+    samples = list(HealthSample.objects.filter(pk__in=ids).order_by("taken_at"))
+    labels = [s.taken_at.isoformat() for s in samples]
+    series: dict[str, dict[str, list[Any]]] = {}
+    for name, rows_key, label_key, value_key in SERIES:
+        keys: list[str] = []
+        for s in samples:
+            for row in s.data.get(rows_key, []):
+                if row.get(label_key) not in keys:
+                    keys.append(row.get(label_key))
+        table: dict[str, list[Any]] = {k: [None] * len(samples) for k in keys}
+        for i, s in enumerate(samples):
+            for row in s.data.get(rows_key, []):
+                table[row.get(label_key)][i] = row.get(value_key)
+        series[name] = table
+    return {"since": since.isoformat(), "until": now.isoformat(), "labels": labels, "series": series}

@@ -1,0 +1,370 @@
+"""Exports of dataset versions: background jobs that stream a version to files, then serve them.
+
+An export is written into `EXPORTS_DIR/.tmp-<id>/` and renamed to `EXPORTS_DIR/<id>/` only once
+every shard, image and the manifest are on disk, so a reader never sees a half-written export and
+a failed or killed job leaves nothing under a final name (the reaper removes its temporary folder).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import tarfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agent_core.coords import COORD_SPACES
+from agent_core.export import ExportOptions, export_trajectories
+from agent_core.flywheel import TrajectoryView, Verdict
+from webapp.datasets.models import DatasetExport, DatasetVersion
+from webapp.datasets.routing import trajectories
+from webapp.datasets.services import DatasetError, version_usable
+from webapp.episodes.models import Episode
+
+log = logging.getLogger(__name__)
+
+EXPORT_STALE_SECONDS = 120
+_PROGRESS_EVERY_S = 0.5
+_CHUNK = 1 << 20
+
+
+class ExportBusy(DatasetError):
+    """The same export of the same version is already pending or running."""
+
+    def __init__(self, message: str, existing: DatasetExport) -> None:
+        super().__init__(message)
+        self.existing = existing
+
+
+class ExportCancelled(Exception):
+    """The export's row left `running` while it was being written (cancelled or reaped)."""
+
+
+def exports_dir() -> Path:
+    """Where finished exports live (settings.EXPORTS_DIR)."""
+    return Path(settings.EXPORTS_DIR)
+
+
+def _tmp_dir(export_id: int) -> Path:
+    return exports_dir() / f".tmp-{export_id}"
+
+
+def export_options_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
+    """Validated export options with defaults filled in; DatasetError names the bad field."""
+    raw = dict(raw or {})
+    defaults = asdict(ExportOptions())
+    unknown = sorted(set(raw) - set(defaults))
+    if unknown:
+        raise DatasetError(f"unknown export option(s) {', '.join(unknown)}; valid: {', '.join(defaults)}")
+    out = dict(defaults)
+    limits = {"last_n": (1, 50), "shard_records": (1, 1_000_000), "row_group_records": (1, 100_000)}
+    for name, (low, high) in limits.items():
+        if name in raw:
+            value = raw[name]
+            if isinstance(value, str) and value.strip().isdigit():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise DatasetError(
+                    f"option {name} must be a whole number from {low} to {high}, not {value!r}"
+                )
+            out[name] = value
+    if "coords" in raw:
+        if raw["coords"] not in COORD_SPACES:
+            raise DatasetError(
+                f"option coords must be one of {', '.join(COORD_SPACES)}, not {raw['coords']!r}"
+            )
+        out["coords"] = raw["coords"]
+    return out
+
+
+def export_create(
+    *,
+    version: DatasetVersion,
+    kind: str,
+    fmt: str,
+    options: dict[str, Any] | None = None,
+    created_by: AbstractBaseUser | None = None,
+    enqueue: bool = True,
+) -> DatasetExport:
+    """Queue an export of `version`; refused for a withdrawn or empty version or a duplicate in flight.
+
+    With enqueue=False the caller runs it (export_run) itself, as the command line does.
+    """
+    if kind not in DatasetExport.Kind.values:
+        raise DatasetError(f"unknown export kind {kind!r}; valid: {', '.join(DatasetExport.Kind.values)}")
+    if fmt not in DatasetExport.Format.values:
+        raise DatasetError(f"unknown export format {fmt!r}; valid: {', '.join(DatasetExport.Format.values)}")
+    clean = export_options_clean(options)
+    version_usable(version=version)
+    if version.num_episodes == 0:
+        raise DatasetError(f"{version} has no episodes: there is nothing to export")
+    try:
+        with transaction.atomic():
+            export = DatasetExport.objects.create(
+                version=version,
+                kind=kind,
+                fmt=fmt,
+                options=clean,
+                created_by=created_by,
+                total_steps=version.num_steps,
+                total_episodes=version.num_episodes,
+            )
+    except IntegrityError:
+        existing = DatasetExport.objects.filter(
+            version=version, kind=kind, fmt=fmt, status__in=DatasetExport.ACTIVE
+        ).first()
+        if existing is None:  # it finished between the insert and this read: simply try again
+            raise DatasetError("an export of this version just finished; ask again") from None
+        raise ExportBusy(
+            f"export #{existing.pk} of {version} ({kind}, {fmt}) is already {existing.status} "
+            f"({existing.percent}%); wait for it or cancel it",
+            existing,
+        ) from None
+    if enqueue:
+        transaction.on_commit(lambda: _enqueue(export.pk))
+    return export
+
+
+def _enqueue(export_id: int) -> None:
+    from webapp.datasets.tasks import dataset_export_task
+
+    try:
+        dataset_export_task.delay(export_id)
+    except Exception as exc:  # the broker is down: say so on the export rather than leave it pending
+        log.exception("could not queue export %d", export_id)
+        DatasetExport.objects.filter(pk=export_id, status=DatasetExport.Status.PENDING).update(
+            status=DatasetExport.Status.FAILED,
+            error=f"the task queue is unavailable ({type(exc).__name__}: {exc}); try again later",
+            finished_at=timezone.now(),
+        )
+
+
+def export_run(*, export_id: int) -> DatasetExport | None:
+    """Write one pending export to disk; a second delivery (or a cancelled export) does nothing."""
+    started = time.perf_counter()
+    now = timezone.now()
+    claimed = DatasetExport.objects.filter(pk=export_id, status=DatasetExport.Status.PENDING).update(
+        status=DatasetExport.Status.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+    )
+    if claimed != 1:
+        return None
+    export = DatasetExport.objects.select_related("version__dataset").get(pk=export_id)
+    tmp = _tmp_dir(export.pk)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        manifest = _write(export, tmp)
+        final = exports_dir() / str(export.pk)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        size = sum(p.stat().st_size for p in final.rglob("*") if p.is_file())
+        done = DatasetExport.objects.filter(pk=export.pk, status=DatasetExport.Status.RUNNING).update(
+            status=DatasetExport.Status.DONE,
+            path=str(export.pk),
+            bytes=size,
+            manifest=manifest,
+            done_steps=manifest.get("steps", export.total_steps),
+            done_episodes=manifest.get("episodes", export.total_episodes),
+            finished_at=timezone.now(),
+            heartbeat_at=timezone.now(),
+        )
+        if done != 1:  # cancelled at the last moment: the files go too
+            shutil.rmtree(final, ignore_errors=True)
+            raise ExportCancelled()
+    except ExportCancelled:
+        shutil.rmtree(tmp, ignore_errors=True)
+        log.info("export %d stopped: it was cancelled or given up", export.pk)
+        return DatasetExport.objects.get(pk=export.pk)
+    except Exception as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        log.exception("export %d failed", export.pk)
+        DatasetExport.objects.filter(pk=export.pk, status=DatasetExport.Status.RUNNING).update(
+            status=DatasetExport.Status.FAILED,
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+            finished_at=timezone.now(),
+        )
+        return DatasetExport.objects.get(pk=export.pk)
+    export.refresh_from_db()
+    log.info(
+        "export %d of %s (%s, %s): %d records, %d steps, %d images, %.1f MB in %.2fs",
+        export.pk,
+        export.version,
+        export.kind,
+        export.fmt,
+        manifest.get("records", 0),
+        manifest.get("steps", 0),
+        manifest.get("images", 0),
+        export.bytes / 1e6,
+        time.perf_counter() - started,
+    )
+    return export
+
+
+def _write(export: DatasetExport, out_dir: Path) -> dict[str, Any]:
+    version = export.version
+    last = [time.monotonic()]
+
+    def progress(steps_done: int, episodes_done: int) -> None:
+        if time.monotonic() - last[0] < _PROGRESS_EVERY_S:
+            return
+        last[0] = time.monotonic()
+        alive = DatasetExport.objects.filter(pk=export.pk, status=DatasetExport.Status.RUNNING).update(
+            done_steps=steps_done, done_episodes=episodes_done, heartbeat_at=timezone.now()
+        )
+        if alive != 1:
+            raise ExportCancelled()
+
+    membership = dict(version.memberships.values_list("episode_id", "validator"))
+
+    def views() -> Iterator[TrajectoryView]:
+        episodes = Episode.objects.filter(memberships__version=version).order_by("pk")
+        for episode, traj in trajectories(episodes, chunk=50):
+            stored = membership.get(episode.pk)
+            # The verdict the version was written with (not today's): the export matches the version.
+            yield replace(traj, verdict=Verdict.from_json(stored)) if stored else traj
+
+    meta = {
+        "dataset": version.dataset.name,
+        "dataset_kind": version.dataset.kind,
+        "version": version.number,
+        "version_id": version.pk,
+        "round": version.iteration.number if version.iteration_id else None,
+        "lineage": version.lineage,
+        "export_id": export.pk,
+        "verdicts": {str(k): v for k, v in membership.items()},
+    }
+    manifest = export_trajectories(
+        views(),
+        out_dir=out_dir,
+        kind=export.kind,
+        fmt=export.fmt,
+        image_file=lambda name: Path(default_storage.path(name)),
+        options=ExportOptions(**export.options),
+        progress=progress,
+        meta=meta,
+    )
+    return manifest.to_json()
+
+
+def export_cancel(*, export: DatasetExport) -> DatasetExport:
+    """Stop a pending or running export; its job notices within a second and removes its files."""
+    DatasetExport.objects.filter(pk=export.pk, status__in=DatasetExport.ACTIVE).update(
+        status=DatasetExport.Status.CANCELLED, finished_at=timezone.now(), error="cancelled"
+    )
+    export.refresh_from_db()
+    if export.status != DatasetExport.Status.CANCELLED:
+        raise DatasetError(f"export #{export.pk} has already {export.status}")
+    return export
+
+
+def exports_reap(*, stale_seconds: int = EXPORT_STALE_SECONDS) -> int:
+    """Fail exports whose job stopped answering (a killed worker) and remove left-over temporary folders."""
+    limit = timezone.now() - timedelta(seconds=stale_seconds)
+    stale = list(
+        DatasetExport.objects.filter(status=DatasetExport.Status.RUNNING, heartbeat_at__lt=limit).values_list(
+            "pk", flat=True
+        )
+    )
+    failed = DatasetExport.objects.filter(pk__in=stale, status=DatasetExport.Status.RUNNING).update(
+        status=DatasetExport.Status.FAILED,
+        error=f"the export job stopped answering for {stale_seconds} s (its worker was lost); export again",
+        finished_at=timezone.now(),
+    )
+    root = exports_dir()
+    running = set(
+        DatasetExport.objects.filter(status=DatasetExport.Status.RUNNING).values_list("pk", flat=True)
+    )
+    if root.is_dir():
+        for tmp in root.glob(".tmp-*"):
+            suffix = tmp.name.removeprefix(".tmp-")
+            if not suffix.isdigit() or int(suffix) not in running:
+                shutil.rmtree(tmp, ignore_errors=True)
+    if failed:
+        log.warning("failed %d export(s) whose job stopped answering", failed)
+    return failed
+
+
+# --- serving the files -----------------------------------------------------------------------------
+
+
+def export_root(*, export: DatasetExport) -> Path:
+    """The finished export's folder; DatasetError when it is not (or no longer) there."""
+    if export.status != DatasetExport.Status.DONE or not export.path:
+        raise DatasetError(f"export #{export.pk} is {export.status}, not done: nothing to download yet")
+    root = exports_dir() / export.path
+    if not (root / "manifest.json").is_file():
+        raise DatasetError(f"export #{export.pk}'s files are gone from the server; export again")
+    return root
+
+
+def export_files(*, export: DatasetExport) -> list[tuple[str, int]]:
+    """(relative path, bytes) of every file of a finished export, manifest first."""
+    root = export_root(export=export)
+    files = sorted((str(p.relative_to(root)), p.stat().st_size) for p in root.rglob("*") if p.is_file())
+    return sorted(files, key=lambda f: (f[0] != "manifest.json", f[0]))
+
+
+def export_file(*, export: DatasetExport, relpath: str) -> Path:
+    """One file of a finished export, refusing any path that leaves its folder."""
+    root = export_root(export=export).resolve()
+    target = (root / relpath).resolve()
+    if root not in target.parents or not target.is_file():
+        raise DatasetError(f"export #{export.pk} has no file {relpath!r}")
+    return target
+
+
+def export_archive_name(*, export: DatasetExport) -> str:
+    """The archive's file name (and its top folder): <dataset>-v<n>-<kind>-<fmt>-<id>."""
+    v = export.version
+    return f"{v.dataset.name}-v{v.number}-{export.kind}-{export.fmt}-{export.pk}"
+
+
+def export_archive(*, export: DatasetExport) -> tuple[Iterator[bytes], int, str]:
+    """A tar of the export streamed file by file (bounded memory), its exact size, and its file name."""
+    root = export_root(export=export)
+    top = export_archive_name(export=export)
+    entries = []
+    size = 0
+    for rel, nbytes in export_files(export=export):
+        info = tarfile.TarInfo(f"{top}/{rel}")
+        info.size = nbytes
+        info.mode = 0o644
+        info.mtime = int(export.finished_at.timestamp()) if export.finished_at else 0
+        header = info.tobuf(format=tarfile.GNU_FORMAT)
+        entries.append((root / rel, header, nbytes))
+        size += len(header) + nbytes + (-nbytes % tarfile.BLOCKSIZE)
+    size += 2 * tarfile.BLOCKSIZE
+    tail = -size % tarfile.RECORDSIZE
+    size += tail
+
+    def chunks() -> Iterator[bytes]:
+        for path, header, nbytes in entries:
+            yield header
+            with path.open("rb") as src:
+                sent = 0
+                while sent < nbytes:
+                    block = src.read(min(_CHUNK, nbytes - sent))
+                    if not block:
+                        raise OSError(f"{path} shrank while it was being sent")
+                    sent += len(block)
+                    yield block
+            if nbytes % tarfile.BLOCKSIZE:
+                yield b"\0" * (tarfile.BLOCKSIZE - nbytes % tarfile.BLOCKSIZE)
+        yield b"\0" * (2 * tarfile.BLOCKSIZE + tail)
+
+    return chunks(), size, f"{top}.tar"

@@ -1,0 +1,366 @@
+"""The flywheel's routing: every finished trajectory gets a verdict V(s) and lands in SFT (V=1) or CT (V=0).
+
+A round routes every finished episode up to its cutoff (a later review can move an episode that an
+earlier round placed), writes one new sealed version of each flywheel dataset, and keeps per-round
+statistics of the episodes that finished inside its window: counts by source, P(V=1), per suite,
+per task, and why trajectories failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Prefetch, QuerySet
+from django.utils import timezone
+
+from agent_core.flywheel import StepView, TrajectoryView, Verdict, route, validate
+from webapp.datasets.models import Dataset, DatasetVersion, FlywheelIteration
+from webapp.datasets.services import dataset_version_create
+from webapp.episodes.models import Episode, Step
+from webapp.reviews.models import Review, StepLabel
+
+log = logging.getLogger(__name__)
+
+SFT_DATASET = "flywheel-sft"
+CT_DATASET = "flywheel-ct"
+# A closing round whose job has been silent this long is taken to be dead (see flywheel_rounds_reap).
+ROUND_STALE_SECONDS = 120
+_DECIDED = (Review.State.ACCEPTED, Review.State.REJECTED)
+
+
+class RoundError(Exception):
+    """A flywheel round cannot be closed now; the message says why."""
+
+
+def flywheel_datasets() -> tuple[Dataset, Dataset]:
+    """The SFT and CT datasets the flywheel writes, created on first use."""
+    sft, _ = Dataset.objects.get_or_create(
+        name=SFT_DATASET,
+        defaults={"kind": Dataset.Kind.SFT, "description": "Verified-good trajectories (V=1), by round."},
+    )
+    ct, _ = Dataset.objects.get_or_create(
+        name=CT_DATASET,
+        defaults={
+            "kind": Dataset.Kind.CT,
+            "description": "Every other finished trajectory (V=0), for continual pre-training, by round.",
+        },
+    )
+    return sft, ct
+
+
+def routable_episodes(*, cutoff: datetime) -> QuerySet[Episode]:
+    """Finished episodes up to `cutoff` (infrastructure failures say nothing about behaviour)."""
+    return Episode.objects.filter(
+        status=Episode.Status.FINISHED, env_error=False, finished_at__lte=cutoff
+    ).order_by("pk")
+
+
+def with_trajectory_data(queryset: QuerySet[Episode]) -> QuerySet[Episode]:
+    """`queryset` with what trajectory_view reads, fetched a chunk of episodes at a time."""
+    steps = Step.objects.order_by("index").defer("token_ids", "logprobs", "info", "a11y_tree")
+    reviews = Review.objects.filter(state__in=_DECIDED).order_by("decided_at", "pk")
+    return queryset.select_related("task", "policy_version", "annotator").prefetch_related(
+        Prefetch("steps", queryset=steps, to_attr="ordered_steps"),
+        Prefetch("reviews", queryset=reviews, to_attr="decided_reviews"),
+        Prefetch("decided_reviews__labels", queryset=StepLabel.objects.all(), to_attr="all_labels"),
+        "task__suites",
+    )
+
+
+def _review_of(episode: Episode) -> tuple[str, dict[int, StepLabel]]:
+    """The episode's review verdict (a reject overrides) and the labels of the review that decides it."""
+    decided = list(getattr(episode, "decided_reviews", None) or episode.reviews.filter(state__in=_DECIDED))
+    if not decided:
+        return "", {}
+    rejected = [r for r in decided if r.state == Review.State.REJECTED]
+    deciding = (rejected or decided)[-1]
+    labels = getattr(deciding, "all_labels", None)
+    if labels is None:
+        labels = list(deciding.labels.all())
+    return ("rejected" if rejected else "accepted"), {label.step_id: label for label in labels}
+
+
+def trajectory_view(*, episode: Episode) -> TrajectoryView:
+    """The agent_core view of one episode, with its decided review's labels and corrections."""
+    review, labels = _review_of(episode)
+    steps = getattr(episode, "ordered_steps", None)
+    if steps is None:
+        steps = list(episode.steps.order_by("index"))
+    views = []
+    for step in steps:
+        label = labels.get(step.pk)
+        screen = (step.screen_width, step.screen_height) if step.screen_width and step.screen_height else None
+        views.append(
+            StepView(
+                index=step.index,
+                actor=step.actor,
+                screenshot=step.screenshot.name or "",
+                screen=screen,
+                thought=step.thought,
+                # An output that did not parse is stored as {"type": "invalid", ...}: no action.
+                action=None if (not step.action or step.action.get("type") == "invalid") else step.action,
+                action_text=step.action_text,
+                invalid_reason=step.invalid_reason,
+                raw_output=step.raw_output,
+                label=label.label if label else "",
+                corrected_thought=label.corrected_thought if label else "",
+                corrected_action=label.corrected_action if label else None,
+            )
+        )
+    task = episode.task
+    return TrajectoryView(
+        episode_id=episode.pk,
+        task=task.slug,
+        instruction=(episode.prepared or {}).get("instruction") or task.instruction,
+        platform=task.platform,
+        source=episode.source,
+        policy_version=episode.policy_version.name if episode.policy_version_id else "",
+        reward=episode.reward,
+        max_steps=task.max_steps,
+        review=review,
+        steps=tuple(views),
+        suites=tuple(sorted(s.slug for s in task.suites.all())),
+        annotator=episode.annotator.get_username() if episode.annotator_id else "",
+        final_answer=episode.final_answer,
+    )
+
+
+def trajectories(
+    queryset: QuerySet[Episode], *, chunk: int = 100
+) -> Iterator[tuple[Episode, TrajectoryView]]:
+    """Each episode of `queryset` with its trajectory view, loading `chunk` episodes at a time."""
+    for episode in with_trajectory_data(queryset).iterator(chunk_size=chunk):
+        yield episode, trajectory_view(episode=episode)
+
+
+def episode_verdict(*, episode: Episode) -> Verdict:
+    """V(s) of one episode as the next round would judge it now."""
+    return validate(trajectory_view(episode=episode))
+
+
+class _Tally:
+    """Counts of trajectories and of V=1 among them, by one key."""
+
+    def __init__(self) -> None:
+        self.n: Counter[str] = Counter()
+        self.v1: Counter[str] = Counter()
+
+    def add(self, key: str, v: int) -> None:
+        self.n[key] += 1
+        self.v1[key] += v
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        return {
+            k: {"n": self.n[k], "v1": self.v1[k], "p_v1": round(self.v1[k] / self.n[k], 4)}
+            for k in sorted(self.n)
+        }
+
+
+def _claim_round(*, created_by: AbstractBaseUser | None, notes: str) -> FlywheelIteration:
+    """The next round's row, in state closing; refused while another round is closing."""
+    try:
+        with transaction.atomic():
+            number = (FlywheelIteration.objects.aggregate(n=Max("number"))["n"] or 0) + 1
+            return FlywheelIteration.objects.create(
+                number=number,
+                status=FlywheelIteration.Status.CLOSING,
+                created_by=created_by,
+                notes=notes,
+                heartbeat_at=timezone.now(),
+            )
+    except IntegrityError:
+        closing = FlywheelIteration.objects.filter(status=FlywheelIteration.Status.CLOSING).first()
+        if closing is not None:
+            raise RoundError(f"round {closing.number} is closing now; wait for it to finish") from None
+        raise RoundError("another round was closed at the same moment; try again") from None
+
+
+def flywheel_round_start(*, created_by: AbstractBaseUser | None = None, notes: str = "") -> FlywheelIteration:
+    """Claim the next round (state closing); flywheel_round_close then routes and writes it."""
+    return _claim_round(created_by=created_by, notes=notes)
+
+
+def flywheel_round_close(
+    *, iteration: FlywheelIteration | None = None, created_by: AbstractBaseUser | None = None, notes: str = ""
+) -> FlywheelIteration:
+    """Route every finished episode, write the next SFT and CT versions, and record the round's figures.
+
+    Safe to run twice for one claimed round: a round that is already closed is returned as it is.
+    """
+    started = time.perf_counter()
+    if iteration is None:
+        iteration = _claim_round(created_by=created_by, notes=notes)
+    iteration.refresh_from_db()
+    if iteration.status == FlywheelIteration.Status.CLOSED:
+        return iteration
+    try:
+        return _close(iteration, started)
+    except BaseException:
+        # Nothing of a failed round is kept: its versions are written in one transaction at the
+        # end, so removing the claim leaves the flywheel exactly as it was.
+        FlywheelIteration.objects.filter(pk=iteration.pk, status=FlywheelIteration.Status.CLOSING).delete()
+        raise
+
+
+def _close(iteration: FlywheelIteration, started: float) -> FlywheelIteration:
+    sft, ct = flywheel_datasets()
+    previous = (
+        FlywheelIteration.objects.filter(status=FlywheelIteration.Status.CLOSED, number__lt=iteration.number)
+        .order_by("-number")
+        .first()
+    )
+    window_from = previous.cutoff if previous else None
+    cutoff = timezone.now()
+    FlywheelIteration.objects.filter(pk=iteration.pk).update(cutoff=cutoff)
+
+    parent_sft = sft.versions.order_by("-number").first()
+    parent_ct = ct.versions.order_by("-number").first()
+    was_sft = set(parent_sft.memberships.values_list("episode_id", flat=True)) if parent_sft else set()
+    was_ct = set(parent_ct.memberships.values_list("episode_id", flat=True)) if parent_ct else set()
+
+    queryset = routable_episodes(cutoff=cutoff)
+    total = queryset.count()
+    verdicts: dict[str, dict[int, dict[str, Any]]] = {"sft": {}, "ct": {}}
+    by_source, by_suite, by_task, policies = _Tally(), _Tally(), _Tally(), Counter[str]()
+    failed_checks: Counter[str] = Counter()
+    new = new_v1 = 0
+    last_beat = time.monotonic()
+    for done, (episode, traj) in enumerate(trajectories(queryset), start=1):
+        verdict = validate(traj)
+        verdicts[route(verdict)][episode.pk] = verdict.to_json()
+        if window_from is None or episode.finished_at > window_from:
+            new += 1
+            new_v1 += verdict.v
+            by_source.add(traj.source, verdict.v)
+            by_task.add(traj.task, verdict.v)
+            for suite in traj.suites or ("(no suite)",):
+                by_suite.add(suite, verdict.v)
+            if traj.policy_version:
+                policies[traj.policy_version] += 1
+            failed_checks.update(k for k, ok in verdict.checks.items() if ok is False)
+        if time.monotonic() - last_beat >= 1.0 or done == total:
+            last_beat = time.monotonic()
+            FlywheelIteration.objects.filter(pk=iteration.pk).update(
+                progress={"done": done, "total": total}, heartbeat_at=timezone.now()
+            )
+
+    now_sft, now_ct = set(verdicts["sft"]), set(verdicts["ct"])
+    # Infrastructure failures end as aborted with env_error; other aborts were abandoned or stopped.
+    ended = Episode.objects.filter(status=Episode.Status.ABORTED, finished_at__lte=cutoff)
+    if window_from is not None:
+        ended = ended.filter(finished_at__gt=window_from)
+    excluded = {
+        "env_error": ended.filter(env_error=True).count(),
+        "aborted": ended.filter(env_error=False).count(),
+    }
+    stats = {
+        "episodes": new,
+        "v1": new_v1,
+        "p_v1": round(new_v1 / new, 4) if new else None,
+        "by_source": by_source.to_json(),
+        "by_suite": by_suite.to_json(),
+        "by_task": by_task.to_json(),
+        "failed_checks": dict(sorted(failed_checks.items())),
+        "policies": dict(policies.most_common()),
+        "excluded": excluded,
+        "total": {"episodes": total, "sft": len(now_sft), "ct": len(now_ct)},
+        "moved": {"sft_to_ct": len(was_sft & now_ct), "ct_to_sft": len(was_ct & now_sft)},
+        "window": {"from": window_from.isoformat() if window_from else None, "to": cutoff.isoformat()},
+    }
+    with transaction.atomic():
+        # Lock the round row: a reaper that judged this job dead cannot remove it under us.
+        locked = FlywheelIteration.objects.select_for_update().filter(pk=iteration.pk).first()
+        if locked is None or locked.status != FlywheelIteration.Status.CLOSING:
+            raise RoundError(f"round {iteration.number} was given up while it was closing; close a new one")
+        sft_version = _write_version(sft, parent_sft, verdicts["sft"], iteration)
+        ct_version = _write_version(ct, parent_ct, verdicts["ct"], iteration)
+        stats["versions"] = {"sft": sft_version.pk, "ct": ct_version.pk}
+        policy = _policy_of(policies)
+        FlywheelIteration.objects.filter(pk=iteration.pk).update(
+            status=FlywheelIteration.Status.CLOSED,
+            stats=stats,
+            policy_version=policy,
+            finished_at=timezone.now(),
+            progress={"done": total, "total": total},
+        )
+    iteration.refresh_from_db()
+    log.info(
+        "flywheel round %d closed: %d episodes routed (%d sft, %d ct), %d new, P(V=1)=%s in %.2fs",
+        iteration.number,
+        total,
+        len(now_sft),
+        len(now_ct),
+        new,
+        stats["p_v1"],
+        time.perf_counter() - started,
+    )
+    return iteration
+
+
+def _write_version(
+    dataset: Dataset,
+    parent: DatasetVersion | None,
+    verdicts: dict[int, dict[str, Any]],
+    iteration: FlywheelIteration,
+) -> DatasetVersion:
+    before = set(parent.memberships.values_list("episode_id", flat=True)) if parent else set()
+    after = set(verdicts)
+    return dataset_version_create(
+        dataset=dataset,
+        episodes=Episode.objects.filter(pk__in=after).order_by("pk"),
+        validator=verdicts,
+        parent=parent,
+        iteration=iteration,
+        created_by=iteration.created_by,
+        notes=f"round {iteration.number}: +{len(after - before)} −{len(before - after)} episodes",
+        extra_lineage={
+            "round": iteration.number,
+            "added": len(after - before),
+            "removed": len(before - after),
+        },
+    )
+
+
+def _policy_of(policies: Counter[str]) -> Any:
+    from webapp.training.models import PolicyVersion
+
+    if not policies:
+        return None
+    name, _ = policies.most_common(1)[0]
+    return PolicyVersion.objects.filter(name=name).first()
+
+
+def flywheel_rounds_reap(*, stale_seconds: int = ROUND_STALE_SECONDS) -> int:
+    """Remove closing rounds whose job died (killed worker): the next close can then run."""
+    limit = timezone.now() - timedelta(seconds=stale_seconds)
+    removed, _ = FlywheelIteration.objects.filter(
+        status=FlywheelIteration.Status.CLOSING, heartbeat_at__lt=limit
+    ).delete()
+    if removed:
+        log.warning("removed %d flywheel round(s) whose closing job stopped answering", removed)
+    return removed
+
+
+def round_enqueue(*, created_by: AbstractBaseUser | None = None, notes: str = "") -> FlywheelIteration:
+    """Claim the next round and close it in the background (Celery queue `datasets`)."""
+    iteration = flywheel_round_start(created_by=created_by, notes=notes)
+
+    def enqueue() -> None:
+        from webapp.datasets.tasks import flywheel_round_task
+
+        try:
+            flywheel_round_task.delay(iteration.pk)
+        except Exception:  # the broker is down: free the claim so the next attempt can run
+            log.exception("could not queue round %d", iteration.number)
+            FlywheelIteration.objects.filter(pk=iteration.pk, status=FlywheelIteration.Status.CLOSING).delete()
+            raise RoundError("the task queue is unavailable; try again later") from None
+
+    transaction.on_commit(enqueue)
+    return iteration
