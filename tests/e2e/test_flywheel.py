@@ -9,13 +9,16 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 from playwright.sync_api import Browser, Page, expect
 
@@ -30,6 +33,7 @@ from webapp.annotation.session import LiveSession
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_get_or_create, suite_load
 from webapp.celery import app
+from webapp.dashboards.services import health_sample_take
 from webapp.datasets.models import DatasetExport, FlywheelIteration
 from webapp.datasets.routing import flywheel_round_close
 from webapp.episodes.models import Episode
@@ -43,6 +47,28 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "var" / "e2e-screenshots"
 TASKS = ["desktop/terminal/count-lines", "desktop/editor/append-line"]
+
+
+@contextmanager
+def health_sampler(every_s: float = 2.0) -> Iterator[None]:
+    """Take environment-health samples during the run, as beat does every 30 s in `make run`."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        try:
+            while not stop.is_set():
+                health_sample_take()
+                stop.wait(every_s)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
 
 
 def until(predicate: Any, what: str, timeout: float = 300) -> None:
@@ -158,17 +184,18 @@ def test_the_flywheel_after_a_small_real_run(platform: str, browser: Browser, pe
     oracle = PolicyVersion.objects.create(name="oracle", backend="oracle")
     noop = PolicyVersion.objects.create(name="noop", backend="noop")
 
-    # Round 1: the do-nothing policy fails both tasks, a person demonstrates one task right.
-    run_batch(suite, noop, personas)
-    demo = demonstrate(personas, right=True)
-    assert demo.reward == 1.0, demo.check_details
-    first = flywheel_round_close(created_by=personas.admin)
-    assert first.stats["episodes"] == 3 and first.stats["v1"] == 1, first.stats
+    with health_sampler():
+        # Round 1: the do-nothing policy fails both tasks, a person demonstrates one task right.
+        run_batch(suite, noop, personas)
+        demo = demonstrate(personas, right=True)
+        assert demo.reward == 1.0, demo.check_details
+        first = flywheel_round_close(created_by=personas.admin)
+        assert first.stats["episodes"] == 3 and first.stats["v1"] == 1, first.stats
 
-    # Round 2: the oracle policy solves both; one more demonstration goes wrong.
-    run_batch(suite, oracle, personas)
-    wrong = demonstrate(personas, right=False)
-    assert wrong.reward == 0.0
+        # Round 2: the oracle policy solves both; one more demonstration goes wrong.
+        run_batch(suite, oracle, personas)
+        wrong = demonstrate(personas, right=False)
+        assert wrong.reward == 0.0
 
     admin = page_as(browser, platform, personas.admin)
     admin.goto("/datasets/flywheel/")
