@@ -1,4 +1,4 @@
-"""The Celery app: queues `rollouts`, `training`, `sandboxes`, `datasets`; results in the database; beat schedule."""
+"""The Celery app: queues `rollouts`, `training`, `sandboxes`, `datasets`; results in the db; beat."""
 
 from __future__ import annotations
 

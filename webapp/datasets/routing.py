@@ -359,7 +359,8 @@ def round_enqueue(*, created_by: AbstractBaseUser | None = None, notes: str = ""
             flywheel_round_task.delay(iteration.pk)
         except Exception:  # the broker is down: free the claim so the next attempt can run
             log.exception("could not queue round %d", iteration.number)
-            FlywheelIteration.objects.filter(pk=iteration.pk, status=FlywheelIteration.Status.CLOSING).delete()
+            claim = FlywheelIteration.objects.filter(pk=iteration.pk, status=FlywheelIteration.Status.CLOSING)
+            claim.delete()
             raise RoundError("the task queue is unavailable; try again later") from None
 
     transaction.on_commit(enqueue)

@@ -265,3 +265,20 @@ def test_files_are_served_only_from_inside_the_export(
     assert got.status_code == 200 and len(b"".join(got.streaming_content)) == shard["bytes"]
     escape = client.get(f"/api/v1/dataset-exports/{done.pk}/files/../../secret_key")
     assert escape.status_code == 404
+
+
+def test_an_export_started_while_the_broker_is_down_says_so(
+    sft_version: DatasetVersion, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks
+) -> None:
+    from webapp.datasets import tasks
+
+    def down(*args: object, **kwargs: object) -> None:
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(tasks.dataset_export_task, "delay", down)
+    with django_capture_on_commit_callbacks(execute=True):
+        export = ex.export_create(version=sft_version, kind="sft", fmt="jsonl")
+    export.refresh_from_db()
+    assert export.status == "failed" and "task queue is unavailable" in export.error
+    # Nothing stays pending: the next attempt may start at once.
+    assert ex.export_create(version=sft_version, kind="sft", fmt="jsonl").status == "pending"

@@ -146,3 +146,21 @@ def test_a_round_with_no_episodes_writes_empty_versions() -> None:
     iteration = flywheel_round_close()
     assert iteration.stats["episodes"] == 0 and iteration.stats["p_v1"] is None
     assert DatasetVersion.objects.get(dataset__name=SFT_DATASET).num_episodes == 0
+
+
+def test_a_round_asked_for_while_the_broker_is_down_is_not_left_claimed(
+    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks
+) -> None:
+    from webapp.datasets import tasks
+    from webapp.datasets.routing import round_enqueue
+
+    def down(*args: object, **kwargs: object) -> None:
+        raise ConnectionError("Connection refused")
+
+    monkeypatch.setattr(tasks.flywheel_round_task, "delay", down)
+    with (
+        pytest.raises(RoundError, match="task queue is unavailable"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        round_enqueue()
+    assert not FlywheelIteration.objects.exists()
