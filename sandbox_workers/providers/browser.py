@@ -126,6 +126,7 @@ class BrowserProvider(Provider):
         self._page: Page | None = None
         self._cdp: CDPSession | None = None
         self._clock: VirtualClock | None = None
+        self._closing: asyncio.Future[None] | None = None  # an old page closing in the background
         self._spec: LaunchSpec | None = None
         self._procs: BrowserProcs | None = None
         self._cast: Screencast | None = None
@@ -264,7 +265,14 @@ class BrowserProvider(Provider):
             await clock.close()
         await self._attach(await self._context.new_page())
         if old is not None:
-            await asyncio.wait_for(old.close(), 5)
+            # Closing the old page does not hold up the navigation that asked for a fresh one: under
+            # load a close can take seconds, and the old page is nobody's any more.
+            self._closing = asyncio.ensure_future(self._close_quietly(old))
+
+    @staticmethod
+    async def _close_quietly(page: Page) -> None:
+        with contextlib.suppress(PlaywrightError, TimeoutError):
+            await asyncio.wait_for(page.close(), 10)
 
     def health(self) -> Health:
         """Chromium alive and the CDP pipe up (no round trip: two /proc reads)."""
@@ -575,7 +583,9 @@ class BrowserProvider(Provider):
 
     def _call_goto(self, params: dict[str, Any]) -> dict[str, Any]:
         url = self._check_url(params.get("url"))
-        return self._run(lambda: self._navigate(url), timeout=NAV_TIMEOUT_MS / 1000 + 5, what="goto")
+        # A page that used virtual time is replaced before the load: give that its own time.
+        fresh = 10 if self._clock is not None and self._clock.dirty else 0
+        return self._run(lambda: self._navigate(url), timeout=NAV_TIMEOUT_MS / 1000 + 5 + fresh, what="goto")
 
     def _call_miniwob_start(self, params: dict[str, Any]) -> dict[str, Any]:
         task, seed, mode = params.get("task"), params.get("seed"), params.get("mode", "train")
