@@ -14,9 +14,10 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import Personas
 from tests.e2e.conftest import OpenAs, session_cookie
+from tests.e2e.platform import site_with_host
 from tests.factories import PNG_1X1, make_episode, make_task
-from tests.procs import BIN, ROOT, child_db_env, free_port, port_open, process, wait_for
-from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
+from tests.procs import ROOT
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP
 from tests.webapp.dashboards.conftest import ended, heartbeat
 from webapp.dashboards.services import health_sample_take
 from webapp.episodes.models import Episode
@@ -213,24 +214,14 @@ def test_people_without_the_permissions_are_refused(flywheel, open_as: OpenAs) -
 @pytest.fixture
 def live_site(transactional_db: None, tmp_path: Path) -> Iterator[tuple[str, Sandbox]]:
     """daphne with the host token, and a real desktop sandbox heartbeating into it."""
-    port = free_port()
-    env = {**child_db_env(), "SANDBOX_HOST_TOKEN": TOKEN}
-    args = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
-    with process(args, ready=port_open(port), env=env, log_path=tmp_path / "daphne.log"):
-        url = f"http://127.0.0.1:{port}"
-        host = HostProc(name=f"e2e-dash-{uuid.uuid4().hex[:6]}", var=tmp_path,
-                        profiles={"desktop": LIGHT_DESKTOP}, web_url=url, slot_base=192)  # fmt: skip
-        host.start()
-        try:
-            found = wait_for(
-                lambda: Sandbox.objects.filter(host__name=host.name, state="idle").first(),
-                timeout=120,
-                interval=0.3,
-            )
-            assert found, "no desktop sandbox registered"
-            yield url, found
-        finally:
-            host.stop()
+    with site_with_host(
+        tmp_path,
+        host_name=f"e2e-dash-{uuid.uuid4().hex[:6]}",
+        profiles={"desktop": LIGHT_DESKTOP},
+        slot_base=192,
+        ready=lambda host: Sandbox.objects.filter(host__name=host.name, state="idle").first(),
+    ) as found:
+        yield found
 
 
 def test_wall_shows_the_live_screen_and_keeps_it_across_refreshes(

@@ -9,7 +9,6 @@ live view's ticket nor the replay.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,11 +16,11 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import PASSWORD, Personas
+from tests.e2e.platform import site_with_host
 from tests.e2e.test_episodes import OPEN_SOCKET
-from tests.procs import BIN, child_db_env, port_open, process, wait_for
-from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
+from tests.procs import wait_for
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP
 from tests.webapp.annotation.conftest import note_task
-from webapp.celery import app
 from webapp.episodes.models import Episode, Step
 from webapp.reviews.models import Review, StepLabel
 from webapp.reviews.services import review_assign
@@ -33,53 +32,16 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
     """daphne + a sandboxes worker + a desktop host, all on the test database; yields the web URL."""
-    from tests.procs import free_port
-
-    env = {**child_db_env(), "SANDBOX_HOST_TOKEN": TOKEN, "ROLLOUT_LEASE_WAIT_SECONDS": "60"}
-    port = free_port()
-    daphne = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
-    name = f"sandboxes-{uuid.uuid4().hex[:8]}@localhost"
-    worker = [
-        str(BIN / "celery"),
-        "-A",
-        "webapp",
-        "worker",
-        "-Q",
-        "sandboxes",
-        "-n",
-        name,
-        "--pool",
-        "threads",
-    ]
-    worker += ["--concurrency", "2", "--without-gossip", "--without-mingle", "-l", "INFO"]
-    url = f"http://127.0.0.1:{port}"
-    with (
-        process(daphne, ready=port_open(port), env=env, log_path=tmp_path / "daphne.log"),
-        process(
-            worker,
-            ready=lambda: bool(app.control.ping(destination=[name], timeout=0.5)),
-            env=env,
-            log_path=tmp_path / "worker.log",
-            timeout=90,
-        ),
-    ):
-        host = HostProc(
-            name="e2e-demo-host",
-            var=tmp_path,
-            profiles={"desktop": {**LIGHT_DESKTOP, "min_idle": 1, "max_total": 2}},
-            web_url=url,
-            slot_base=170,
-        )
-        host.start()
-        try:
-            assert wait_for(
-                lambda: Sandbox.objects.filter(state="idle", profile="desktop").exists(),
-                timeout=120,
-                interval=0.3,
-            ), "no idle desktop sandbox registered"
-            yield url
-        finally:
-            host.stop()
+    with site_with_host(
+        tmp_path,
+        host_name="e2e-demo-host",
+        profiles={"desktop": {**LIGHT_DESKTOP, "min_idle": 1, "max_total": 2}},
+        slot_base=170,
+        queues="sandboxes",
+        env={"ROLLOUT_LEASE_WAIT_SECONDS": "60"},
+        ready=lambda host: Sandbox.objects.filter(state="idle", profile="desktop").exists(),
+    ) as (url, _):
+        yield url
 
 
 def login(browser: Browser, url: str, username: str) -> Page:

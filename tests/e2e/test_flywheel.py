@@ -11,7 +11,6 @@ import json
 import tarfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,15 +23,15 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import Personas
 from tests.e2e.conftest import session_cookie
-from tests.procs import BIN, child_db_env, port_open, process, wait_for
-from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
+from tests.e2e.platform import site_with_host
+from tests.procs import wait_for
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN
 from tests.webapp.annotation.conftest import note_task
 from tests.webapp.annotation.test_demo_real import keys
 from webapp.annotation.services import demo_start
 from webapp.annotation.session import LiveSession
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_get_or_create, suite_load
-from webapp.celery import app
 from webapp.dashboards.services import health_sample_take
 from webapp.datasets.models import DatasetExport, FlywheelIteration
 from webapp.datasets.routing import flywheel_round_close
@@ -78,55 +77,21 @@ def until(predicate: Any, what: str, timeout: float = 300) -> None:
 @pytest.fixture
 def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
     """daphne + a worker for rollouts, sandboxes and datasets + a desktop host; yields the web URL."""
-    from tests.procs import free_port
-
-    env = {
-        **child_db_env(),
-        "SANDBOX_HOST_TOKEN": TOKEN,
-        "ROLLOUT_LEASE_WAIT_SECONDS": "90",
-        "EXPORTS_DIR": str(tmp_path / "exports"),
-    }
-    port = free_port()
-    daphne = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
-    name = f"flywheel-{uuid.uuid4().hex[:8]}@localhost"
-    worker = [str(BIN / "celery"), "-A", "webapp", "worker", "-Q", "rollouts,sandboxes,datasets", "-n", name]
-    worker += [
-        "--pool",
-        "threads",
-        "--concurrency",
-        "3",
-        "--without-gossip",
-        "--without-mingle",
-        "-l",
-        "INFO",
-    ]
-    url = f"http://127.0.0.1:{port}"
+    exports = tmp_path / "exports"
     with (
-        override_settings(SANDBOX_HOST_TOKEN=TOKEN, EXPORTS_DIR=tmp_path / "exports"),
-        process(daphne, ready=port_open(port), env=env, log_path=tmp_path / "daphne.log"),
-        process(
-            worker,
-            ready=lambda: bool(app.control.ping(destination=[name], timeout=0.5)),
-            env=env,
-            log_path=tmp_path / "worker.log",
-            timeout=90,
-        ),
-    ):
-        host = HostProc(
-            name="e2e-flywheel-host",
-            var=tmp_path,
+        override_settings(SANDBOX_HOST_TOKEN=TOKEN, EXPORTS_DIR=exports),
+        site_with_host(
+            tmp_path,
+            host_name="e2e-flywheel-host",
             profiles={"desktop": {**LIGHT_DESKTOP, "min_idle": 2, "max_total": 3}},
-            web_url=url,
             slot_base=200,
-        )
-        host.start()
-        try:
-            until(
-                lambda: Sandbox.objects.filter(state="idle", profile="desktop").count() >= 2, "idle desktops"
-            )
-            yield url
-        finally:
-            host.stop()
+            queues="rollouts,sandboxes,datasets",
+            concurrency=3,
+            env={"ROLLOUT_LEASE_WAIT_SECONDS": "90", "EXPORTS_DIR": str(exports)},
+            ready=lambda host: Sandbox.objects.filter(state="idle", profile="desktop").count() >= 2,
+        ) as (url, _),
+    ):
+        yield url
 
 
 def page_as(browser: Browser, url: str, user: Any) -> Page:

@@ -12,8 +12,8 @@ from playwright.sync_api import Browser, Page
 
 from tests.conftest import Personas
 from tests.e2e.conftest import session_cookie
-from tests.procs import BIN, child_db_env, free_port, port_open, process, wait_for
-from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
+from tests.e2e.platform import site_with_host
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP
 from webapp.sandboxes.models import Sandbox
 
 pytestmark = pytest.mark.slow
@@ -39,24 +39,14 @@ OPEN_SOCKET = """(path) => new Promise((resolve) => {
 @pytest.fixture
 def site(transactional_db: None, tmp_path: Path) -> Iterator[tuple[str, Sandbox]]:
     """daphne with the host token, and a host with a light desktop heartbeating into it."""
-    port = free_port()
-    env = {**child_db_env(), "SANDBOX_HOST_TOKEN": TOKEN}
-    args = [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
-    with process(args, ready=port_open(port), env=env, log_path=tmp_path / "daphne.log"):
-        url = f"http://127.0.0.1:{port}"
-        host = HostProc(name=f"e2e-live-{uuid.uuid4().hex[:6]}", var=tmp_path,
-                        profiles={"desktop": LIGHT_DESKTOP}, web_url=url, slot_base=140)  # fmt: skip
-        host.start()
-        try:
-            found = wait_for(
-                lambda: Sandbox.objects.filter(state="idle", endpoints__has_key="vnc").first(),
-                timeout=120,
-                interval=0.3,
-            )
-            assert found, "no desktop sandbox registered"
-            yield url, found
-        finally:
-            host.stop()
+    with site_with_host(
+        tmp_path,
+        host_name=f"e2e-live-{uuid.uuid4().hex[:6]}",
+        profiles={"desktop": LIGHT_DESKTOP},
+        slot_base=140,
+        ready=lambda host: Sandbox.objects.filter(state="idle", endpoints__has_key="vnc").first(),
+    ) as found:
+        yield found
 
 
 def page_as(browser: Browser, base_url: str, user) -> Page:

@@ -34,6 +34,7 @@ from webapp.datasets.selectors import (
     rounds_trend,
     version_get,
     version_members,
+    version_withdrawal,
     versions_diff,
     versions_of,
 )
@@ -128,7 +129,7 @@ class VersionDetailOut(DatasetVersionOut):
 
     @staticmethod
     def resolve_withdrawn(obj: DatasetVersion) -> str | None:
-        withdrawal = getattr(obj, "withdrawal", None) if hasattr(obj, "withdrawal") else None
+        withdrawal = version_withdrawal(version=obj)
         return withdrawal.reason if withdrawal else None
 
 
@@ -288,8 +289,8 @@ def dataset_export_create(request: HttpRequest, version_id: int, body: ExportIn)
     try:
         export = export_create(
             version=version,
-            kind=str(body.kind.value if hasattr(body.kind, "value") else body.kind),
-            fmt=str(body.fmt.value if hasattr(body.fmt, "value") else body.fmt),
+            kind=str(body.kind),
+            fmt=str(body.fmt),
             options=body.options,
             created_by=request.user,
         )

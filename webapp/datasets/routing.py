@@ -279,8 +279,8 @@ def _close(iteration: FlywheelIteration, started: float) -> FlywheelIteration:
         locked = FlywheelIteration.objects.select_for_update().filter(pk=iteration.pk).first()
         if locked is None or locked.status != FlywheelIteration.Status.CLOSING:
             raise RoundError(f"round {iteration.number} was given up while it was closing; close a new one")
-        sft_version = _write_version(sft, parent_sft, verdicts["sft"], iteration)
-        ct_version = _write_version(ct, parent_ct, verdicts["ct"], iteration)
+        sft_version = _write_version(sft, parent_sft, was_sft, verdicts["sft"], iteration)
+        ct_version = _write_version(ct, parent_ct, was_ct, verdicts["ct"], iteration)
         stats["versions"] = {"sft": sft_version.pk, "ct": ct_version.pk}
         policy = _policy_of(policies)
         FlywheelIteration.objects.filter(pk=iteration.pk).update(
@@ -307,10 +307,10 @@ def _close(iteration: FlywheelIteration, started: float) -> FlywheelIteration:
 def _write_version(
     dataset: Dataset,
     parent: DatasetVersion | None,
+    before: set[int],
     verdicts: dict[int, dict[str, Any]],
     iteration: FlywheelIteration,
 ) -> DatasetVersion:
-    before = set(parent.memberships.values_list("episode_id", flat=True)) if parent else set()
     after = set(verdicts)
     return dataset_version_create(
         dataset=dataset,

@@ -13,6 +13,7 @@ from webapp.datasets.models import (
     DatasetMembership,
     DatasetVersion,
     FlywheelIteration,
+    VersionWithdrawal,
 )
 from webapp.episodes.models import Source
 
@@ -40,6 +41,14 @@ def version_get(*, version_id: int) -> DatasetVersion | None:
         .filter(pk=version_id)
         .first()
     )
+
+
+def version_withdrawal(*, version: DatasetVersion) -> VersionWithdrawal | None:
+    """The version's withdrawal, or None while it is in use."""
+    try:
+        return version.withdrawal  # type: ignore[no-any-return]
+    except VersionWithdrawal.DoesNotExist:
+        return None
 
 
 def version_members(*, version: DatasetVersion, v: int | None = None) -> QuerySet[DatasetMembership]:

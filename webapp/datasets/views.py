@@ -22,6 +22,7 @@ from webapp.datasets.selectors import (
     version_get,
     version_members,
     version_pinned_by,
+    version_withdrawal,
     versions_diff,
     versions_of,
 )
@@ -69,7 +70,7 @@ def version_detail(request: HttpRequest, version_id: int) -> HttpResponse:
         "datasets/version_detail.html",
         {
             "version": version,
-            "withdrawal": getattr(version, "withdrawal", None) if _has_withdrawal(version) else None,
+            "withdrawal": version_withdrawal(version=version),
             "members": page,
             "v": v,
             "exports": exports_of(version=version)[:20],
@@ -83,13 +84,6 @@ def version_detail(request: HttpRequest, version_id: int) -> HttpResponse:
             "can_withdraw": request.user.has_perm("datasets.withdraw_datasetversion"),
         },
     )
-
-
-def _has_withdrawal(version: DatasetVersion) -> bool:
-    try:
-        return version.withdrawal is not None
-    except DatasetVersion.withdrawal.RelatedObjectDoesNotExist:  # type: ignore[attr-defined]
-        return False
 
 
 @require_POST
