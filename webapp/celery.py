@@ -17,6 +17,8 @@ app.conf.task_queues = [Queue(name) for name in QUEUES]
 app.conf.task_default_queue = "rollouts"
 # Routing by app keeps training jobs (long, one per worker) away from rollouts and pool upkeep.
 app.conf.task_routes = {
+    # A training worker runs one job for hours: its reaper runs where work is short.
+    "webapp.training.tasks.training_runs_reap": {"queue": "sandboxes"},
     "webapp.training.tasks.*": {"queue": "training"},
     "webapp.sandboxes.tasks.*": {"queue": "sandboxes"},
     "webapp.catalog.tasks.*": {"queue": "sandboxes"},
@@ -39,5 +41,6 @@ app.conf.beat_schedule = {
     "reap-lost-exports": {"task": "webapp.datasets.tasks.exports_reap_task", "schedule": 60.0},
     "roll-up-task-stats": {"task": "webapp.catalog.tasks.task_stats_rollup", "schedule": 60.0},
     "sample-env-health": {"task": "webapp.dashboards.tasks.health_sample", "schedule": 30.0},
+    "reap-lost-training-runs": {"task": "webapp.training.tasks.training_runs_reap", "schedule": 30.0},
 }
 app.autodiscover_tasks()

@@ -34,6 +34,9 @@ PLAIN_TEMPLATE = "{role}: {content}\n\n"
 _PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _A11Y_CHARS = 8000
+# transformers' from_pretrained is not thread-safe: two loads at once in one process (a threaded
+# worker, the web process) can leave torch's default device on "meta", and every later load fails.
+_LOAD_LOCK = threading.Lock()
 
 
 def _lazy(module: str) -> Any:
@@ -131,6 +134,19 @@ def plain_prompt(messages: Sequence[Mapping[str, str]]) -> str:
     return body + "Assistant:"
 
 
+def text_prompt(
+    tokenizer: Any, messages: Sequence[Mapping[str, Any]], a11y: str | None = None
+) -> tuple[str, bool]:
+    """(the prompt text a text-only model reads, whether the tokenizer should add its special tokens).
+
+    Trainers tokenize prompts with this too, so training sees exactly what the policy saw."""
+    plain = text_only_messages(messages, a11y)
+    if getattr(tokenizer, "chat_template", None):
+        # The template wrote the special tokens it wants; the tokenizer must not add a BOS again.
+        return tokenizer.apply_chat_template(plain, add_generation_prompt=True, tokenize=False), False
+    return plain_prompt(plain), True
+
+
 def vision_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[Any]]:
     """The prompt in the transformers form ({"type": "image"} parts) and its images, decoded, in order."""
     out: list[dict[str, Any]] = []
@@ -188,7 +204,7 @@ class LocalPolicy(Policy):
 
     def load(self) -> None:
         """Load the tokenizer/processor and the model now (act does it on first use)."""
-        with self._lock:
+        with self._lock, _LOAD_LOCK:
             if self._model is not None:
                 return
             torch = _lazy("torch")
@@ -228,13 +244,8 @@ class LocalPolicy(Policy):
             return self._processor(
                 text=[text], images=images or None, return_tensors="pt", add_special_tokens=False
             )
-        plain = text_only_messages(inp.messages, inp.observation.a11y)
-        templated = bool(getattr(self._tokenizer, "chat_template", None))
-        if templated:
-            text = self._tokenizer.apply_chat_template(plain, add_generation_prompt=True, tokenize=False)
-        else:
-            text = plain_prompt(plain)
-        return self._tokenizer(text, return_tensors="pt", add_special_tokens=not templated)
+        text, special = text_prompt(self._tokenizer, inp.messages, inp.observation.a11y)
+        return self._tokenizer(text, return_tensors="pt", add_special_tokens=special)
 
     def act(self, inp: PolicyInput) -> PolicyOutput:
         self.load()

@@ -268,8 +268,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     def _hand_back_rollout(self) -> None:
         episode = Episode.objects.select_related("sandbox").get(pk=self.episode_id)
-        if episode.sandbox is None or episode.is_done or episode.prepared:
-            return  # a demonstration (prepared here): control stays for when its annotator comes back
+        if episode.sandbox is None or episode.is_done or episode.batch_id is None:
+            return  # a demonstration (no batch): control stays for when its annotator comes back
         if control_held_by(sandbox_id=episode.sandbox.pk, user=self.user):
             control_release(sandbox=episode.sandbox, user=self.user)
 

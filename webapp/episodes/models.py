@@ -60,6 +60,11 @@ class Episode(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retried_by"
     )
     attempt = models.PositiveSmallIntegerField(default=1)
+    max_steps = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="Step cap of this episode (RL curation) within the task's and batch's",
+    )
     worker = models.CharField(max_length=200, blank=True, help_text="The rollout worker running it")
     queued_at = models.DateTimeField(null=True, blank=True, help_text="When its rollout was enqueued")
     heartbeat_at = models.DateTimeField(

@@ -1,31 +1,49 @@
-"""The agent_core policy a PolicyVersion row stands for."""
+"""The agent_core policy a PolicyVersion row stands for, and how its rollouts observe the screen.
+
+A version's config holds the policy's own settings (passed to `make_policy`) plus rollout settings
+that are not the policy's (ROLLOUT_KEYS): `observation` picks what the sandbox adds to each
+screenshot: "screenshot" (nothing, the default), "a11y" (the accessibility tree) or "elements" (the
+page's visible elements with their screen centres, which a text-only model can click).
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-
 from agent_core.policies.base import Policy, PolicyError, make_policy
+from sandbox_workers.agent_env import A11yMode
 from webapp.training.models import PolicyVersion
+
+OBSERVATIONS: dict[str, A11yMode] = {"screenshot": False, "a11y": True, "elements": "elements"}
+ROLLOUT_KEYS = ("observation",)
 
 
 def policy_for(version: PolicyVersion) -> Policy:
     """A fresh policy instance for one episode; a misconfigured version raises PolicyError."""
-    config: dict[str, Any] = dict(version.config or {})
+    config: dict[str, Any] = {k: v for k, v in (version.config or {}).items() if k not in ROLLOUT_KEYS}
     backend = version.backend
     if backend == PolicyVersion.Backend.OPENAI:
         return make_policy("openai", base_url=version.endpoint_url, model=version.model_name, **config)
     if backend == PolicyVersion.Backend.LOCAL:
-        checkpoint = version.checkpoint
-        if checkpoint is None or not checkpoint.path:
+        if version.checkpoint is not None and not version.checkpoint.path:
             raise PolicyError(f"policy {version.name}: its checkpoint has no model files")
-        # Relative checkpoint paths live under the var dir, which every process of the platform shares.
-        path = Path(checkpoint.path)
-        return make_policy(
-            "local", model_path=str(path if path.is_absolute() else settings.VAR_DIR / path), **config
-        )
+        # A checkpoint's directory, else model_name (a model directory); relative paths live under
+        # the var dir, which every process of the platform shares.
+        path = version.model_dir()
+        if path is None:
+            raise PolicyError(f"policy {version.name}: no checkpoint and no model directory")
+        return make_policy("local", model_path=str(path), **config)
     if backend in (PolicyVersion.Backend.ORACLE, PolicyVersion.Backend.RANDOM, PolicyVersion.Backend.NOOP):
         return make_policy(backend, **config)
     raise PolicyError(f"policy {version.name}: backend {backend!r} cannot run unattended")
+
+
+def observation_for(version: PolicyVersion | None) -> A11yMode:
+    """What the sandbox adds to each screenshot for this version's rollouts (its `observation`)."""
+    name = (version.config or {}).get("observation", "screenshot") if version is not None else "screenshot"
+    if not isinstance(name, str) or name not in OBSERVATIONS:
+        raise PolicyError(
+            f"policy {version.name if version else '?'}: observation must be one of "
+            f"{', '.join(OBSERVATIONS)}, got {name!r}"
+        )
+    return OBSERVATIONS[name]

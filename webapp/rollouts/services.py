@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,11 +32,12 @@ from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import SandboxError
 from webapp.annotation.control import control_agent_gate, control_assign, control_clear
 from webapp.annotation.models import ControlToken
+from webapp.annotation.services import prepared_to_json
 from webapp.catalog.models import Task, TaskSuite
 from webapp.episodes.models import Episode, Source
 from webapp.episodes.services import EpisodeStateError, episode_finish, step_record
 from webapp.rollouts.models import RolloutBatch
-from webapp.rollouts.policies import policy_for
+from webapp.rollouts.policies import observation_for, policy_for
 from webapp.rollouts.selectors import episode_memory
 from webapp.sandboxes.services import SandboxUnavailable, lease_end, sandbox_lease
 from webapp.training.models import PolicyVersion
@@ -186,6 +188,7 @@ def _run_claimed(episode: Episode) -> Episode:
         return _env_failure(episode, "the episode has no policy version", retry=False)
     try:
         policy = policy_for(episode.policy_version)
+        observation = observation_for(episode.policy_version)
     except PolicyError as exc:
         return _env_failure(episode, f"policy: {exc}", retry=False)
     lease = None
@@ -201,10 +204,12 @@ def _run_claimed(episode: Episode) -> Episode:
         control_assign(sandbox=lease.sandbox, episode=episode, holder=ControlToken.Holder.AGENT)
         beat.renew = lambda: leased.renew(LEASE_TTL_S)
         beat.start()
-        env = SandboxEnv(leased, platform=spec.platform)
+        env = SandboxEnv(leased, platform=spec.platform, a11y=observation)
         prepared = prepare(spec, env, seed=episode.seed)
+        # Kept so the prompt can be rebuilt later (training): the instruction a seed drew, its params.
+        Episode.objects.filter(pk=episode.pk).update(prepared=prepared_to_json(prepared))
         memory = episode_memory(family=task.family or spec.family, exclude=episode.pk)
-        config = _agent_config(episode)
+        config = _agent_config(episode, spec.limits.max_steps)
         # A person watching may take control: the agent then waits before its next turn.
         gate = control_agent_gate(sandbox_id=lease.sandbox_id)
         outcome = run_episode(
@@ -263,9 +268,13 @@ def _finish(episode: Episode, instruction: str, outcome: EpisodeOutcome) -> Epis
         return episode
 
 
-def _agent_config(episode: Episode) -> AgentConfig:
+def _agent_config(episode: Episode, task_max_steps: int) -> AgentConfig:
     cfg = episode.batch.config if episode.batch is not None else {}
-    return AgentConfig(**{k: v for k, v in (cfg or {}).items() if k in AGENT_CONFIG_FIELDS})
+    config = AgentConfig(**{k: v for k, v in (cfg or {}).items() if k in AGENT_CONFIG_FIELDS})
+    if episode.max_steps:
+        # The episode's own cap (RL curation shortens episodes per task) within the batch's budget.
+        config = replace(config, max_steps=min(config.max_steps or task_max_steps, episode.max_steps))
+    return config
 
 
 def _sink(episode: Episode) -> Callable[[StepRecord], None]:
@@ -336,8 +345,10 @@ def episode_retry(*, episode: Episode) -> Episode | None:
             return Episode.objects.create(
                 task_id=episode.task_id,
                 source=episode.source,
-                policy_version_id=episode.policy_version_id,
+                # The batch's current policy: a training run may have published a newer one meanwhile.
+                policy_version_id=batch.policy_version_id,
                 seed=episode.seed,
+                max_steps=episode.max_steps,
                 batch=batch,
                 retry_of=episode,
                 attempt=episode.attempt + 1,

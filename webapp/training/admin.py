@@ -5,8 +5,18 @@ from webapp.training.models import Checkpoint, MetricPoint, PolicyVersion, Train
 
 @admin.register(TrainingRun)
 class TrainingRunAdmin(admin.ModelAdmin):
-    list_display = ["name", "algorithm", "status", "created_by", "created_at", "finished_at"]
+    list_display = [
+        "name",
+        "algorithm",
+        "status",
+        "step",
+        "attempts",
+        "heartbeat_at",
+        "created_by",
+        "created_at",
+    ]
     list_filter = ["algorithm", "status"]
+    readonly_fields = ["heartbeat_at", "worker", "attempts", "step"]
 
 
 @admin.register(Checkpoint)

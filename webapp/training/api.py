@@ -7,9 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
+from webapp.catalog.models import TaskSuite
 from webapp.common.api import ErrorOut, PageIn, api_enum, object_or_404, page_of, require_perm
 from webapp.training.models import Checkpoint, PolicyVersion, TrainingRun
 from webapp.training.selectors import (
@@ -17,7 +18,17 @@ from webapp.training.selectors import (
     metric_names,
     metric_series,
     policy_versions_list,
+    run_log_tail,
+    run_series,
+    runs_compare,
     training_runs_list,
+)
+from webapp.training.services import (
+    TrainingRunError,
+    checkpoint_promote,
+    training_run_launch,
+    training_run_resume,
+    training_run_stop,
 )
 
 router = Router(tags=["training"])
@@ -37,8 +48,12 @@ class TrainingRunOut(Schema):
     status: TrainingRunStatus
     dataset_version: str | None = Field(description="name@vN of the data it trains on")
     base_policy: str | None
+    suite: str | None = Field(description="The task suite an RL run rolls out on")
     created_by: str
     num_checkpoints: int
+    step: int = Field(description="Last optimizer step reached")
+    stop_requested: bool
+    attempts: int = Field(description="How many times a worker took the run (a lost worker's run is retried)")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -50,6 +65,10 @@ class TrainingRunOut(Schema):
     @staticmethod
     def resolve_base_policy(obj: TrainingRun) -> str | None:
         return obj.base_policy.name if obj.base_policy_id else None
+
+    @staticmethod
+    def resolve_suite(obj: TrainingRun) -> str | None:
+        return obj.suite.slug if obj.suite_id else None
 
     @staticmethod
     def resolve_created_by(obj: TrainingRun) -> str:
@@ -107,6 +126,7 @@ class PolicyOut(Schema):
     endpoint_url: str
     model_name: str
     is_active: bool
+    lineage: dict[str, Any]
     created_at: datetime
 
     @staticmethod
@@ -161,3 +181,188 @@ def policy_list(request: HttpRequest, filters: Query[PolicyFilters]) -> dict[str
     """Policy versions, newest first: what rollouts and interactive annotation can use."""
     require_perm(request, "training.view_policyversion")
     return page_of(policy_versions_list(active=filters.active), filters)
+
+
+# --- launching and controlling runs ---------------------------------------------------------------
+
+
+class FieldErrorOut(ErrorOut):
+    field: str | None = Field(None, description="The input at fault: a config field, dataset, base_policy, …")
+
+
+def _refused(exc: TrainingRunError, status: int = 400) -> Status:
+    errors = [{"field": exc.field, "message": exc.message}] if exc.field else None
+    return Status(status, {"detail": str(exc), "field": exc.field, "errors": errors})
+
+
+class TrainingRunIn(Schema):
+    algorithm: TrainingAlgorithm  # type: ignore[valid-type]
+    name: str = Field(..., max_length=200)
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Fields to set; the others take their defaults (see the launch form)",
+    )
+    dataset: str | None = Field(
+        None, description="SFT: the dataset version pin, <dataset>@v<number> or @latest"
+    )
+    base_policy: int | str = Field(..., description="The local policy (id or name) the run starts from")
+    suite: str | None = Field(None, description="PPO / GRPO: the slug of the task suite to roll out on")
+
+
+def _run_or_404(run_id: int) -> TrainingRun:
+    return object_or_404(training_runs_list(), run_id, "training run")
+
+
+@router.post(
+    "/training-runs",
+    url_name="training_run_launch",
+    response={202: TrainingRunDetailOut, 400: FieldErrorOut, **DENIED},
+)
+def training_run_create(request: HttpRequest, body: TrainingRunIn) -> Status:
+    """Launch a run; it is queued on the training workers. A bad config is refused naming the field."""
+    require_perm(request, "training.launch_training")
+    key = body.base_policy
+    policies = PolicyVersion.objects.select_related("checkpoint")
+    policy = policies.filter(pk=key).first() if isinstance(key, int) else policies.filter(name=key).first()
+    suite = TaskSuite.objects.filter(slug=body.suite).first() if body.suite else None
+    try:
+        if policy is None:
+            raise TrainingRunError(f"there is no policy {key!r}", "base_policy")
+        if body.suite and suite is None:
+            raise TrainingRunError(f"there is no task suite {body.suite!r}", "suite")
+        run = training_run_launch(
+            algorithm=str(body.algorithm),
+            name=body.name,
+            config=body.config,
+            created_by=request.user,
+            dataset_pin=body.dataset,
+            base_policy=policy,
+            suite=suite,
+        )
+    except TrainingRunError as exc:
+        return _refused(exc)
+    return Status(202, _run_or_404(run.pk))
+
+
+@router.post(
+    "/training-runs/{run_id}/stop",
+    response={200: TrainingRunDetailOut, 404: ErrorOut, 409: FieldErrorOut, **DENIED},
+)
+def training_run_stop_api(request: HttpRequest, run_id: int) -> Any:
+    """Stop a run: a pending one at once, a running one after it saves a checkpoint."""
+    require_perm(request, "training.launch_training")
+    run = _run_or_404(run_id)
+    try:
+        training_run_stop(run=run, by=request.user)
+    except TrainingRunError as exc:
+        return _refused(exc, 409)
+    return _run_or_404(run_id)
+
+
+@router.post(
+    "/training-runs/{run_id}/resume",
+    response={202: TrainingRunDetailOut, 404: ErrorOut, 409: FieldErrorOut, **DENIED},
+)
+def training_run_resume_api(request: HttpRequest, run_id: int) -> Status:
+    """Queue a stopped or failed run again; it continues from its last checkpoint."""
+    require_perm(request, "training.launch_training")
+    run = _run_or_404(run_id)
+    try:
+        training_run_resume(run=run, by=request.user)
+    except TrainingRunError as exc:
+        return _refused(exc, 409)
+    return Status(202, _run_or_404(run_id))
+
+
+class PromoteIn(Schema):
+    """Send {} for the default name."""
+
+    name: str | None = Field(None, description="The policy's name (a slug); default <run>-step-<step>")
+
+
+@router.post(
+    "/checkpoints/{checkpoint_id}/promote",
+    response={201: PolicyOut, 400: FieldErrorOut, 404: ErrorOut, 409: FieldErrorOut, **DENIED},
+)
+def checkpoint_promote_api(request: HttpRequest, checkpoint_id: int, body: PromoteIn) -> Status:
+    """Make a checkpoint a local policy version that rollouts and annotation can use."""
+    require_perm(request, "training.launch_training")
+    checkpoint = object_or_404(
+        Checkpoint.objects.select_related("run__base_policy"), checkpoint_id, "checkpoint"
+    )
+    try:
+        policy = checkpoint_promote(checkpoint=checkpoint, name=body.name, by=request.user)
+    except TrainingRunError as exc:
+        return _refused(exc, 409 if exc.field == "checkpoint" else 400)
+    return Status(201, policy)
+
+
+class LogOut(Schema):
+    run: int
+    status: TrainingRunStatus  # type: ignore[valid-type]
+    lines: list[str]
+
+
+@router.get("/training-runs/{run_id}/log", response={200: LogOut, 404: ErrorOut, **DENIED})
+def training_run_log(
+    request: HttpRequest,
+    run_id: int,
+    tail: int = Query(200, ge=1, le=5000, description="How many last lines"),
+) -> dict[str, Any]:
+    """The last lines of a run's log (empty until the run starts)."""
+    require_perm(request, "training.view_trainingrun")
+    run = _run_or_404(run_id)
+    return {"run": run.pk, "status": run.status, "lines": run_log_tail(run=run, lines=tail)}
+
+
+class SeriesOut(Schema):
+    steps: list[int]
+    values: list[float | None]
+
+
+class RunSeriesOut(Schema):
+    run: int
+    status: TrainingRunStatus  # type: ignore[valid-type]
+    step: int
+    series: dict[str, SeriesOut] = Field(description="Every metric series; null where a value was not finite")
+
+
+@router.get(
+    "/training-runs/{run_id}/series",
+    url_name="training_run_series",
+    response={200: RunSeriesOut, 404: ErrorOut, **DENIED},
+)
+def training_run_series(request: HttpRequest, run_id: int) -> dict[str, Any]:
+    """All of a run's metric series at once (what its page's live charts draw)."""
+    require_perm(request, "training.view_trainingrun")
+    run = _run_or_404(run_id)
+    return {"run": run.pk, "status": run.status, "step": run.step, "series": run_series(run=run)}
+
+
+@router.get(
+    "/training-compare",
+    url_name="training_compare",
+    response={200: dict[str, Any], 400: ErrorOut, 404: ErrorOut, **DENIED},
+)
+def training_compare(request: HttpRequest, a: int, b: int) -> dict[str, Any]:
+    """Two runs side by side: config rows (which differ), final metrics, and the series both have."""
+    require_perm(request, "training.view_trainingrun")
+    run_a, run_b = _run_or_404(a), _run_or_404(b)
+    cmp = runs_compare(a=run_a, b=run_b)
+    shared = cmp["shared_metrics"]
+
+    def brief(run: TrainingRun) -> dict[str, Any]:
+        return {
+            "id": run.pk,
+            "name": run.name,
+            "algorithm": run.algorithm,
+            "status": run.status,
+            "step": run.step,
+        }
+
+    return {
+        "a": brief(run_a),
+        "b": brief(run_b),
+        **cmp,
+        "series": {"a": run_series(run=run_a, names=shared), "b": run_series(run=run_b, names=shared)},
+    }

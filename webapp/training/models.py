@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -24,8 +26,16 @@ class PolicyVersion(models.Model):
         "training.Checkpoint", null=True, blank=True, on_delete=models.PROTECT, related_name="policy_version"
     )
     endpoint_url = models.URLField(max_length=300, blank=True)
-    model_name = models.CharField(max_length=200, blank=True)
+    model_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Served model name (openai); for a local policy without a checkpoint, its model "
+        "directory (absolute, or relative to the var dir)",
+    )
     config = models.JSONField(default=dict, blank=True)
+    lineage = models.JSONField(
+        default=dict, blank=True, help_text="Where it came from: training run, step, base policy"
+    )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -36,13 +46,23 @@ class PolicyVersion(models.Model):
                 condition=~Q(backend="openai") | ~Q(endpoint_url=""), name="policy_openai_has_endpoint"
             ),
             models.CheckConstraint(
-                condition=~Q(backend="local") | Q(checkpoint__isnull=False),
+                condition=~Q(backend="local") | Q(checkpoint__isnull=False) | ~Q(model_name=""),
                 name="policy_local_has_checkpoint",
             ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+    def model_dir(self) -> Path | None:
+        """A local policy's model directory (its checkpoint's, else model_name), resolved under VAR_DIR."""
+        if self.backend != self.Backend.LOCAL:
+            return None
+        raw = self.checkpoint.path if self.checkpoint is not None else self.model_name
+        if not raw:
+            return None
+        path = Path(raw)
+        return path if path.is_absolute() else Path(settings.VAR_DIR) / path
 
 
 class TrainingRun(models.Model):
@@ -74,6 +94,14 @@ class TrainingRun(models.Model):
     base_policy = models.ForeignKey(
         PolicyVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="training_runs"
     )
+    suite = models.ForeignKey(
+        "catalog.TaskSuite",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="training_runs",
+        help_text="Where live rollouts of an RL run come from",
+    )
     resumed_from = models.ForeignKey(
         "training.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="resumed_runs"
     )
@@ -83,6 +111,17 @@ class TrainingRun(models.Model):
     celery_task_id = models.CharField(max_length=64, blank=True)
     error_message = models.TextField(blank=True)
     log_file = models.CharField(max_length=300, blank=True)
+    out_dir = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="The run's directory (relative to the var dir): checkpoints, log",
+    )
+    step = models.PositiveIntegerField(default=0, help_text="Last optimizer step reached")
+    stop_requested = models.BooleanField(default=False)
+    # Claims: a worker owns the run while it heartbeats; the reaper re-queues it when it goes silent.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -100,6 +139,19 @@ class TrainingRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.algorithm})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.PENDING, self.Status.RUNNING)
+
+    @property
+    def is_rl(self) -> bool:
+        return self.algorithm in (self.Algorithm.PPO, self.Algorithm.GRPO)
+
+    def path(self, relative: str) -> Path:
+        """A path stored relative to the var dir (out_dir, log_file) as an absolute one."""
+        path = Path(relative)
+        return path if path.is_absolute() else Path(settings.VAR_DIR) / path
 
 
 class Checkpoint(models.Model):

@@ -31,6 +31,7 @@ class Endpoint:
             dataset=world.dataset.pk,
             version=world.v2.pk,
             run=world.run.pk,
+            checkpoint=world.run.checkpoints.get(step=200).pk,
         )
 
     def __str__(self) -> str:
@@ -73,6 +74,30 @@ ENDPOINTS = [
     Endpoint("GET", "/training-runs", RESEARCH, needs="training.view_trainingrun"),
     Endpoint("GET", "/training-runs/{run}", RESEARCH, needs="training.view_trainingrun"),
     Endpoint("GET", "/training-runs/{run}/metrics/train/loss", RESEARCH, needs="training.view_trainingrun"),
+    Endpoint("GET", "/training-runs/{run}/series", RESEARCH, needs="training.view_trainingrun"),
+    Endpoint("GET", "/training-runs/{run}/log", RESEARCH, needs="training.view_trainingrun"),
+    Endpoint("GET", "/training-compare?a={run}&b={run}", RESEARCH, needs="training.view_trainingrun"),
+    Endpoint(
+        "POST",
+        "/training-runs",
+        frozenset({"admin"}),
+        ok=202,
+        needs="training.launch_training",
+        body={"algorithm": "sft", "name": "r2", "dataset": "sft-main@v2", "base_policy": "sft-r1-100"},
+    ),
+    Endpoint("POST", "/training-runs/{run}/stop", frozenset({"admin"}), needs="training.launch_training"),
+    # The world's run is running, so resuming it is refused (409), but only after the permission check.
+    Endpoint(
+        "POST", "/training-runs/{run}/resume", frozenset({"admin"}), ok=409, needs="training.launch_training"
+    ),
+    Endpoint(
+        "POST",
+        "/checkpoints/{checkpoint}/promote",
+        frozenset({"admin"}),
+        ok=201,
+        needs="training.launch_training",
+        body={},
+    ),
     Endpoint("GET", "/policies", RESEARCH, needs="training.view_policyversion"),
     Endpoint("GET", "/sandbox-hosts", RESEARCH, needs="sandboxes.view_sandboxhost"),
     Endpoint("GET", "/sandboxes", RESEARCH, needs="sandboxes.view_sandbox"),

@@ -1,0 +1,184 @@
+"""DART's data curation for step-level GRPO: what to roll out, what to keep, what to train on.
+
+Pure Python (no torch): the per-task rollout count and step cap follow the task's recent success
+(`Curator`), past successes are injected into groups where every rollout failed (`ExperiencePool`),
+only the highest-entropy steps are trained on (`top_entropy_mask`) and only trajectories from recent
+policies are used (`latest_k`, `within_lag`).
+
+Policy versions are the indices the trainer publishes, 0, 1, 2, … in publish order, so the lag of an
+episode is `current - version`, counted in published versions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from agent_core.training.types import RLEpisode, RLTurn
+
+
+class Curator:
+    """Per-task rollout counts and step caps that follow its success over the last `window` episodes."""
+
+    def __init__(
+        self,
+        *,
+        min_rollouts: int,
+        max_rollouts: int,
+        window: int,
+        max_steps: int,
+        length_margin: int,
+        min_steps_cap: int,
+    ) -> None:
+        if not 1 <= min_rollouts <= max_rollouts:
+            raise ValueError(f"need 1 <= min_rollouts <= max_rollouts, got {min_rollouts} and {max_rollouts}")
+        if window < 1 or max_steps < 1 or min_steps_cap < 1 or length_margin < 0:
+            raise ValueError(
+                f"need window, max_steps, min_steps_cap >= 1 and length_margin >= 0, got {window}, "
+                f"{max_steps}, {min_steps_cap} and {length_margin}"
+            )
+        self.min_rollouts = min_rollouts
+        self.max_rollouts = max_rollouts
+        self.window = window
+        self.max_steps = max_steps
+        self.length_margin = length_margin
+        self.min_steps_cap = min_steps_cap
+        self._records: dict[str, deque[tuple[bool, int]]] = {}
+
+    def record(self, task_id: str, *, success: bool, steps: int) -> None:
+        """Note one finished episode of `task_id`."""
+        self._records.setdefault(task_id, deque(maxlen=self.window)).append((bool(success), int(steps)))
+
+    def success_rate(self, task_id: str) -> float | None:
+        """Share of successes over the task's last `window` episodes (None before its first)."""
+        records = self._records.get(task_id)
+        if not records:
+            return None
+        return sum(1 for ok, _ in records if ok) / len(records)
+
+    def rollouts(self, task_id: str) -> int:
+        """Rollouts to ask for: max_rollouts for an unseen or failing task, min_rollouts once solved."""
+        rate = self.success_rate(task_id)
+        if rate is None:
+            return self.max_rollouts
+        wanted = self.max_rollouts - (self.max_rollouts - self.min_rollouts) * rate
+        # Half rounds up (not Python's banker's rounding): ties go to the side of more exploration.
+        return max(self.min_rollouts, min(self.max_rollouts, math.floor(wanted + 0.5)))
+
+    def length_cap(self, task_id: str) -> int:
+        """Step cap: longest recent success + margin (at least min_steps_cap, at most max_steps)."""
+        successes = [steps for ok, steps in self._records.get(task_id, ()) if ok]
+        if not successes:
+            return self.max_steps
+        return min(self.max_steps, max(self.min_steps_cap, max(successes) + self.length_margin))
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state (for checkpoints)."""
+        return {
+            "records": {task: [[ok, steps] for ok, steps in recs] for task, recs in self._records.items()}
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned (keeping the last `window` records of each task)."""
+        self._records = {
+            task: deque(((bool(ok), int(steps)) for ok, steps in recs), maxlen=self.window)
+            for task, recs in state["records"].items()
+        }
+
+
+class ExperiencePool:
+    """The newest `capacity_per_task` successes of each task, for groups where every rollout failed."""
+
+    def __init__(self, capacity_per_task: int) -> None:
+        if capacity_per_task < 0:
+            raise ValueError(f"capacity_per_task must be >= 0, got {capacity_per_task}")
+        self.capacity_per_task = capacity_per_task
+        self._episodes: dict[str, deque[Any]] = {}
+
+    def add(self, episode: Any) -> None:
+        """Keep `episode` if it succeeded (episodes injected from the pool are already in it)."""
+        if not episode.success or getattr(episode, "injected", False) or self.capacity_per_task == 0:
+            return
+        self._episodes.setdefault(episode.task_id, deque(maxlen=self.capacity_per_task)).append(episode)
+
+    def inject(self, group: list[Any]) -> tuple[list[Any], bool]:
+        """If every rollout of the group failed and the task has a pooled success, it replaces the last."""
+        if not group or any(ep.success for ep in group):
+            return group, False
+        pooled = self._episodes.get(group[0].task_id)
+        if not pooled:
+            return group, False
+        return [*group[:-1], dataclasses.replace(pooled[-1], injected=True)], True
+
+    def __len__(self) -> int:
+        return sum(len(eps) for eps in self._episodes.values())
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state (for checkpoints): the pooled episodes as plain dicts."""
+        return {
+            "capacity_per_task": self.capacity_per_task,
+            "episodes": {
+                task: [dataclasses.asdict(ep) for ep in eps] for task, eps in self._episodes.items()
+            },
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned, rebuilding RLEpisode / RLTurn objects."""
+        self._episodes = {}
+        for task, eps in state["episodes"].items():
+            if self.capacity_per_task > 0:
+                self._episodes[task] = deque(
+                    (_episode_from_dict(d) for d in eps), maxlen=self.capacity_per_task
+                )
+
+
+def _episode_from_dict(data: dict[str, Any]) -> RLEpisode:
+    turns = tuple(
+        RLTurn(
+            messages=t["messages"],
+            a11y=t["a11y"],
+            response_ids=tuple(t["response_ids"]),
+            rollout_logprobs=tuple(t["rollout_logprobs"]),
+            parsed=t.get("parsed", True),
+        )
+        for t in data["turns"]
+    )
+    return RLEpisode(**{**data, "turns": turns})
+
+
+def top_entropy_mask(entropies: Sequence[float], frac: float) -> list[bool]:
+    """Mark the ceil(frac * n) highest-entropy entries (ties: lower index first)."""
+    if not 0.0 <= frac <= 1.0:
+        raise ValueError(f"frac must be in [0, 1], got {frac}")
+    n = len(entropies)
+    # The epsilon keeps float noise (0.7 * 10 = 7.000000000000001) from keeping one entry too many.
+    k = min(n, math.ceil(frac * n - 1e-9))
+    order = sorted(range(n), key=lambda i: (-entropies[i], i))
+    keep = set(order[:k])
+    return [i in keep for i in range(n)]
+
+
+def latest_k(
+    episodes: Iterable[Any], *, current_version: int, k: int, versions_seen: Sequence[int]
+) -> list[Any]:
+    """Episodes whose policy_version is among the k newest of `versions_seen` (and current_version)."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    newest = set(sorted({*versions_seen, current_version})[-k:])
+    return [ep for ep in episodes if ep.policy_version in newest]
+
+
+def within_lag(version: int, current: int, max_lag: int) -> bool:
+    """Whether a policy `version` is at most `max_lag` published versions behind `current`."""
+    return current - version <= max_lag
+
+
+def group_by_task(episodes: Iterable[Any]) -> dict[str, list[Any]]:
+    """Episodes grouped by task_id, tasks and episodes in their first-seen order."""
+    groups: dict[str, list[Any]] = {}
+    for ep in episodes:
+        groups.setdefault(ep.task_id, []).append(ep)
+    return groups

@@ -1,0 +1,191 @@
+"""Training run configurations: every field with its default, bounds and meaning, and validation.
+
+A run's config is a flat JSON object. `validate_config(algorithm, raw)` fills in the defaults and
+refuses anything wrong with a `ConfigError` that names the field ("ppo.eps_high: must be at least
+eps_low (0.2), got 0.1"), so the launch form and the API can point at it. Pure Python: the webapp
+validates without importing torch.
+"""
+
+# ruff: noqa: E501 - the field tables read best one field per line
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+ALGORITHMS = ("sft", "ppo", "grpo")
+
+
+class ConfigError(ValueError):
+    """A config field is missing, unknown, of the wrong type or out of range; `field` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One config field: its type, default, bounds and what it does."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()
+
+
+def _f(name: str, typ: type, default: Any, help: str, lo: float | None = None, hi: float | None = None,
+       choices: tuple[str, ...] = ()) -> FieldSpec:  # fmt: skip
+    return FieldSpec(name, typ, default, help, lo, hi, choices)
+
+
+COMMON = (
+    _f("seed", int, 0, "Random seed of the run (weights init of new heads, sampling, shuffling)", 0, 2**31),
+    _f("lr", float, 1e-3, "Learning rate of the policy (AdamW)", 1e-8, 1.0),
+    _f("weight_decay", float, 0.0, "AdamW weight decay", 0.0, 1.0),
+    _f("grad_clip", float, 1.0, "Clip the gradient norm to this (0: no clipping)", 0.0, 1e6),
+    _f("max_seq_len", int, 2048, "Longest prompt + response in tokens; longer samples keep their end", 16, 131072),
+    _f("checkpoint_every", int, 50, "Save a checkpoint every this many optimizer steps", 1, 1_000_000),
+    _f("keep_checkpoints", int, 0, "Keep only the newest N checkpoint directories (0: keep all)", 0, 10_000),
+    _f("device", str, "auto", "Where to train: auto (cuda when there is one), cpu or cuda", choices=("auto", "cpu", "cuda")),
+    _f("dtype", str, "float32", "Weights dtype while training", choices=("float32", "bfloat16")),
+)  # fmt: skip
+
+SFT = (
+    _f("epochs", float, 3.0, "Passes over the dataset version (fractions allowed)", 0.01, 1000),
+    _f("batch_size", int, 8, "Samples per optimizer step", 1, 4096),
+    _f("warmup_steps", int, 0, "Linear learning-rate warm-up", 0, 1_000_000),
+    _f("max_steps", int, 0, "Stop after this many optimizer steps (0: as many as the epochs take)", 0, 10_000_000),
+    _f("history_images", int, 3, "Recent turns that keep their screenshot in the prompt (as the agent does)", 0, 64),
+)  # fmt: skip
+
+_RL = (
+    _f("iterations", int, 20, "RL iterations (one policy update on a batch of finished episodes each)", 1, 1_000_000),
+    _f("tasks", str, "", "Comma-separated task slugs to roll out on (empty: the suite's published tasks)"),
+    _f("suite", str, "", "The task suite rollouts draw from (live rollouts)"),
+    _f("episodes_per_iteration", int, 8, "Finished episodes consumed per iteration", 1, 100_000),
+    _f("temperature", float, 1.0, "Sampling temperature of rollouts", 0.01, 5.0),
+    _f("max_new_tokens", int, 64, "Longest response per turn", 1, 32768),
+    _f("max_policy_lag", int, 1, "Use only episodes from policies at most this many versions behind", 0, 1000),
+    _f("publish_every", int, 1, "Publish a new policy version for rollouts every N iterations", 1, 1_000_000),
+    _f("eps_low", float, 0.2, "Clip ratio below 1 (1 - eps_low)", 0.0, 1.0),
+    _f("eps_high", float, 0.28, "Clip ratio above 1 (1 + eps_high); asymmetric: at least eps_low", 0.0, 10.0),
+    _f("ppo_epochs", int, 1, "Passes over each batch", 1, 100),
+    _f("minibatch_size", int, 8, "Turns per gradient step", 1, 100_000),
+    _f("format_reward", float, -1.0, "Reward added for a turn whose action does not parse", -100.0, 0.0),
+    _f("kl_coef", float, 0.0, "KL penalty to the reference (initial) policy; 0 disables it", 0.0, 100.0),
+    _f("history_images", int, 3, "Recent turns that keep their screenshot in the prompt", 0, 64),
+    _f("max_steps_per_episode", int, 15, "Step budget of an episode (DART's cap for GRPO starts here)", 1, 1000),
+)  # fmt: skip
+
+PPO = _RL + (
+    _f("gamma", float, 1.0, "Discount", 0.0, 1.0),
+    _f("lambda_value", float, 1.0, "GAE lambda of the value targets (1: Monte-Carlo returns)", 0.0, 1.0),
+    _f("alpha", float, 0.05, "Length-adaptive policy lambda = 1 - 1/(alpha * length)", 1e-6, 100.0),
+    _f("critic_lr", float, 1e-3, "Learning rate of the critic", 1e-8, 1.0),
+    _f("value_pretrain_steps", int, 2, "First iterations train only the critic, on Monte-Carlo returns", 0, 1_000_000),
+    _f("value_clip", float, 0.0, "Clip value updates to this range around the old values (0: off)", 0.0, 1e6),
+)  # fmt: skip
+
+GRPO = _RL + (
+    _f("group_size", int, 4, "Rollouts per task in a group (DART raises or lowers it per task)", 2, 1024),
+    _f("min_rollouts", int, 2, "Fewest rollouts per task once it is mostly solved", 1, 1024),
+    _f("max_rollouts", int, 8, "Most rollouts per task while it is mostly failed", 1, 1024),
+    _f("dual_clip", float, 3.0, "Dual-clip bound c for negative advantages (0: off)", 0.0, 100.0),
+    _f("is_cap", float, 2.0, "Truncated importance sampling: min(pi_old / pi_rollout, C)", 1.0, 1000.0),
+    _f("entropy_top", float, 0.8, "Train on this share of steps with the highest entropy", 0.01, 1.0),
+    _f("latest_k", int, 2, "Use only trajectories from the latest K policy versions", 1, 1000),
+    _f("success_window", int, 8, "Recent episodes per task DART's curation follows", 1, 10_000),
+    _f("length_margin", int, 2, "Per-task step cap = longest recent success + this margin", 0, 1000),
+    _f("min_steps_cap", int, 2, "Smallest per-task step cap", 1, 1000),
+    _f("pool_size", int, 4, "Successes kept per task in the experience pool", 0, 10_000),
+)  # fmt: skip
+
+FIELDS: dict[str, tuple[FieldSpec, ...]] = {"sft": COMMON + SFT, "ppo": COMMON + PPO, "grpo": COMMON + GRPO}
+
+
+def config_fields(algorithm: str) -> tuple[FieldSpec, ...]:
+    """The fields of `algorithm`'s config, in display order."""
+    if algorithm not in FIELDS:
+        raise ConfigError("algorithm", f"unknown algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
+    return FIELDS[algorithm]
+
+
+def defaults(algorithm: str) -> dict[str, Any]:
+    """`algorithm`'s config with every field at its default."""
+    return {f.name: f.default for f in config_fields(algorithm)}
+
+
+def _coerce(spec: FieldSpec, value: Any) -> Any:
+    field = spec.name
+    if spec.type is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(field, f"must be true or false, got {value!r}")
+    if spec.type is int:
+        if isinstance(value, bool):
+            raise ConfigError(field, f"must be a whole number, got {value!r}")
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise ConfigError(field, f"must be a whole number, got {value!r}") from None
+        if not isinstance(value, int):
+            raise ConfigError(field, f"must be a whole number, got {value!r}")
+    elif spec.type is float:
+        if isinstance(value, bool):
+            raise ConfigError(field, f"must be a number, got {value!r}")
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise ConfigError(field, f"must be a number, got {value!r}") from None
+        if not isinstance(value, int | float) or value != value or value in (float("inf"), float("-inf")):
+            raise ConfigError(field, f"must be a finite number, got {value!r}")
+        value = float(value)
+    elif spec.type is str:
+        if not isinstance(value, str):
+            raise ConfigError(field, f"must be text, got {value!r}")
+        value = value.strip()
+        if spec.choices and value not in spec.choices:
+            raise ConfigError(field, f"must be one of {', '.join(spec.choices)}, got {value!r}")
+    if spec.min is not None and value < spec.min:
+        raise ConfigError(field, f"must be at least {spec.min:g}, got {value!r}")
+    if spec.max is not None and value > spec.max:
+        raise ConfigError(field, f"must be at most {spec.max:g}, got {value!r}")
+    return value
+
+
+def validate_config(algorithm: str, raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`raw` with defaults filled in and every value checked; ConfigError names the first bad field."""
+    fields = {f.name: f for f in config_fields(algorithm)}
+    raw = dict(raw or {})
+    if not isinstance(raw, dict):
+        raise ConfigError("config", "must be a JSON object")
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ConfigError(
+            unknown[0], f"unknown field for {algorithm}; valid fields: {', '.join(sorted(fields))}"
+        )
+    out = {name: _coerce(spec, raw[name]) if name in raw else spec.default for name, spec in fields.items()}
+    if algorithm in ("ppo", "grpo") and out["eps_high"] < out["eps_low"]:
+        raise ConfigError(
+            "eps_high",
+            f"must be at least eps_low ({out['eps_low']:g}): the clipping is asymmetric, "
+            f"got {out['eps_high']:g}",
+        )
+    if algorithm == "grpo":
+        if out["min_rollouts"] > out["max_rollouts"]:
+            raise ConfigError(
+                "min_rollouts",
+                f"must not exceed max_rollouts ({out['max_rollouts']}), got {out['min_rollouts']}",
+            )
+        if out["max_rollouts"] < 2:
+            raise ConfigError("max_rollouts", "must be at least 2: a group needs two rollouts to compare")
+    return out

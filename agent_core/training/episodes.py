@@ -1,0 +1,121 @@
+"""Training samples rebuilt from recorded steps: the prompts exactly as the agent loop built them.
+
+A trainer must see the prompt the policy saw (or will see at rollout time), so the messages come from
+the same `build_messages` call `agent_core.agent.run_episode` makes, with the same system prompt, and
+without episodic memory (training rollouts run with `episodic_k=0`). Several actions of one response
+share a turn: the turn's first step carries the response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agent_core.agent import ACTION_PLATFORM
+from agent_core.memory import build_messages
+from agent_core.prompts import system_prompt
+from agent_core.training.types import RLEpisode, RLTurn, SFTExample
+from agent_core.trajectory import StepRecord
+
+
+def _system(platform: str, language: str) -> str:
+    """The system prompt run_episode uses for a task of `platform` (desktop, browser or android)."""
+    return system_prompt(ACTION_PLATFORM.get(platform, "desktop"), language=language)
+
+
+def target_text(step: StepRecord) -> str:
+    """What a model should answer at `step`: its own response where a model wrote one, else the
+    canonical UI-TARS text of the step (demonstrations and scripted policies give structure)."""
+    if step.token_ids and step.raw_output:
+        return step.raw_output
+    thought = f"Thought: {step.thought.strip()}\n" if step.thought.strip() else ""
+    return f"{thought}Action: {step.action_text}"
+
+
+def _turn_starts(steps: Sequence[StepRecord]) -> list[int]:
+    return [i for i, s in enumerate(steps) if not s.info.get("continued")]
+
+
+def sft_examples(
+    instruction: str,
+    platform: str,
+    steps: Sequence[StepRecord],
+    *,
+    history_images: int = 3,
+    language: str = "English",
+    source: str = "",
+) -> list[SFTExample]:
+    """One example per valid turn of a recorded episode (invalid turns teach nothing: skipped, but
+    they stay in the history of later turns, as they did when the episode ran)."""
+    system = _system(platform, language)
+    out: list[SFTExample] = []
+    for i in _turn_starts(steps):
+        step = steps[i]
+        if step.action is None or not step.action_text:
+            continue
+        messages = build_messages(
+            system=system,
+            instruction=instruction,
+            observation=step.observation,
+            history=list(steps[:i]),
+            images=history_images,
+        )
+        out.append(
+            SFTExample(
+                messages=messages,
+                response=target_text(step),
+                a11y=step.observation.a11y,
+                source=f"{source}#{step.index}" if source else f"step {step.index}",
+            )
+        )
+    return out
+
+
+def rl_episode(
+    task_id: str,
+    seed: int,
+    reward: float | None,
+    instruction: str,
+    platform: str,
+    steps: Sequence[StepRecord],
+    *,
+    policy_version: int,
+    history_images: int = 3,
+    language: str = "English",
+    episode_id: str = "",
+) -> RLEpisode:
+    """An RL episode: one turn per model response that kept its token ids and logprobs."""
+    system = _system(platform, language)
+    turns: list[RLTurn] = []
+    for i in _turn_starts(steps):
+        step = steps[i]
+        if not step.token_ids or step.logprobs is None or len(step.logprobs) != len(step.token_ids):
+            continue
+        messages = build_messages(
+            system=system,
+            instruction=instruction,
+            observation=step.observation,
+            history=list(steps[:i]),
+            images=history_images,
+        )
+        turns.append(
+            RLTurn(
+                messages=messages,
+                a11y=step.observation.a11y,
+                response_ids=tuple(step.token_ids),
+                rollout_logprobs=tuple(step.logprobs),
+                parsed=step.action is not None or step.invalid_reason.startswith(_ENV_REFUSED),
+            )
+        )
+    return RLEpisode(
+        task_id=task_id,
+        seed=seed,
+        reward=float(reward or 0.0),
+        turns=tuple(turns),
+        policy_version=policy_version,
+        episode_id=episode_id,
+        steps=len(steps),
+    )
+
+
+# An invalid step whose reason is the environment refusing a parsed action is not a format error.
+_ENV_REFUSED = "the environment rejected"

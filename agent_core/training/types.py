@@ -1,0 +1,151 @@
+"""What trainers consume and report: SFT examples, RL episodes, the rollout source and the run's hooks.
+
+The webapp (or a script) gives a trainer its data and listens to it through these; the trainer never
+knows where episodes come from (Celery rollouts on a sandbox host, or an in-process pool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class SFTExample:
+    """One target turn: the prompt as the agent built it and the response to learn."""
+
+    messages: Sequence[Mapping[str, Any]]
+    """OpenAI chat form (system, user turns with images as data URLs, earlier assistant turns)."""
+    response: str
+    """The assistant's text in the UI-TARS grammar ("Thought: …\\nAction: …")."""
+    a11y: str | None = None
+    """The observation's text (accessibility tree / element list) a text-only model reads."""
+    source: str = ""
+    """Where it came from (episode id, actor), for logs."""
+
+
+@dataclass(frozen=True)
+class RLTurn:
+    """One policy response inside an episode, with what the rollout's sampler saw."""
+
+    messages: Sequence[Mapping[str, Any]]
+    a11y: str | None
+    response_ids: tuple[int, ...]
+    """The tokens as sampled (the response text is their decoding)."""
+    rollout_logprobs: tuple[float, ...]
+    """Their logprobs under the rollout's sampler (vLLM or the local model)."""
+    parsed: bool = True
+    """Whether the response parsed into an action (a format reward applies otherwise)."""
+
+
+@dataclass(frozen=True)
+class RLEpisode:
+    """A finished rollout: its turns, its outcome and the policy version that produced it."""
+
+    task_id: str
+    seed: int
+    reward: float
+    """The checker's reward in [0, 1] (success is reward >= 1)."""
+    turns: tuple[RLTurn, ...]
+    policy_version: int
+    """The trainer step of the policy that generated it (what `RolloutSource.publish` was given)."""
+    episode_id: str = ""
+    steps: int = 0
+    """Environment steps it took (the DART length cap follows these)."""
+    injected: bool = False
+    """Taken from the experience pool, not a fresh rollout."""
+
+    @property
+    def success(self) -> bool:
+        return self.reward >= 1.0
+
+
+class RolloutSource(Protocol):
+    """Where an RL trainer gets episodes: it publishes policies and asks for rollouts, then polls."""
+
+    def tasks(self) -> list[str]:
+        """The task ids rollouts can be asked for."""
+        ...
+
+    def publish(self, version: int, model_dir: Path) -> None:
+        """A new policy (a checkpoint directory); rollouts that start from now on use it."""
+        ...
+
+    def request(self, task_id: str, n: int, *, max_steps: int) -> None:
+        """Ask for `n` more rollouts of `task_id`, each capped at `max_steps` environment steps."""
+        ...
+
+    def poll(self, timeout: float) -> list[RLEpisode]:
+        """Episodes finished since the last poll (waits up to `timeout` seconds for the first)."""
+        ...
+
+    def pending(self) -> int:
+        """Rollouts asked for that have not been returned by `poll` yet."""
+        ...
+
+    def utilisation(self) -> float | None:
+        """Share of environment time spent stepping since the last call (None if unknown)."""
+        ...
+
+    def close(self) -> None:
+        """Cancel what is still queued and release the environments."""
+        ...
+
+
+class Hooks(Protocol):
+    """How a run reports: metrics, checkpoints and log lines; and how it learns it must stop."""
+
+    def on_metrics(self, step: int, metrics: Mapping[str, float]) -> None: ...
+
+    def on_checkpoint(self, step: int, path: Path, metrics: Mapping[str, float]) -> None: ...
+
+    def on_log(self, message: str) -> None: ...
+
+    def should_stop(self) -> bool: ...
+
+
+class NullHooks:
+    """Hooks that print log lines and never stop (scripts, benchmarks)."""
+
+    def __init__(self, *, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.metrics: list[tuple[int, dict[str, float]]] = []
+        self.checkpoints: list[tuple[int, Path]] = []
+
+    def on_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        self.metrics.append((step, dict(metrics)))
+
+    def on_checkpoint(self, step: int, path: Path, metrics: Mapping[str, float]) -> None:
+        self.checkpoints.append((step, path))
+
+    def on_log(self, message: str) -> None:
+        if not self.quiet:
+            print(message, flush=True)
+
+    def should_stop(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What to train: the algorithm, its validated config, the starting model and where to write."""
+
+    algorithm: str
+    config: Mapping[str, Any]
+    base_model: Path
+    """A model directory (save_pretrained layout): the base policy, or the checkpoint resumed from."""
+    out_dir: Path
+    """The run's directory: checkpoints go to out_dir/checkpoints/step-NNNNNN/."""
+    resume_from: Path | None = None
+    """A checkpoint directory of this run to continue from (optimizer and trainer state included)."""
+
+
+@dataclass
+class RunResult:
+    status: str
+    """succeeded or stopped."""
+    step: int
+    checkpoint: Path | None
+    metrics: dict[str, float] = field(default_factory=dict)

@@ -1,0 +1,85 @@
+"""manage.py tiny_policy [--name tiny-base] [--seed 0] [--force]
+
+Builds the tiny demonstration policy (a small text-only decoder, random weights, its tokenizer trained
+on the platform's prompts, the catalog's task instructions and the instructions recorded episodes were
+given) under VAR_DIR/models/<name> and registers it as an active local policy version that reads the
+"elements" observation. A model folder already there (its version row lost) is registered as it is.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.text import slugify
+
+from webapp.catalog.models import Task
+from webapp.episodes.models import Episode
+from webapp.training.models import PolicyVersion
+
+RECORDED_INSTRUCTIONS = 5000
+
+
+def corpus() -> list[str]:
+    """The catalog's task instructions (templates left out) and instructions episodes were given."""
+    texts = {t for t in Task.objects.values_list("instruction", flat=True) if "{{" not in t}
+    recorded = (
+        Episode.objects.exclude(prepared={})
+        .order_by("-pk")
+        .values_list("prepared__instruction", flat=True)[:RECORDED_INSTRUCTIONS]
+    )
+    texts.update(t for t in recorded if isinstance(t, str) and t)
+    return sorted(texts)
+
+
+class Command(BaseCommand):
+    help = "Build the tiny demo policy and register it as a local policy version (idempotent)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--name", default="tiny-base", help="policy version name and model folder")
+        parser.add_argument("--seed", type=int, default=0, help="weights and tokenizer seed")
+        parser.add_argument("--force", action="store_true", help="rebuild the model and reset the version")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        try:
+            from agent_core.training.tiny_policy import POLICY_CONFIG, build_tiny_policy
+        except ImportError as exc:
+            raise CommandError(f"the tiny policy needs the train extra (pip install '.[train]'): {exc}")
+        name = str(opts["name"])
+        if slugify(name) != name:
+            raise CommandError(f"--name must be a slug (letters, digits, - and _), got {name!r}")
+        relative = Path("models") / name
+        path = Path(settings.VAR_DIR) / relative
+        existing = PolicyVersion.objects.filter(name=name).first()
+        if existing is not None and not opts["force"]:
+            model = existing.model_dir()
+            where = f" ({model})" if model is not None else ""
+            self.stdout.write(f"policy {name} exists{where}; --force rebuilds it")
+            return
+        instructions = corpus()
+        if (path / "config.json").is_file() and not opts["force"]:
+            built = "registered the model already"  # its version row was lost (a fresh database)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            try:
+                build_tiny_policy(path, corpus=instructions, seed=int(opts["seed"]))
+            except Exception as exc:  # noqa: BLE001 - a failed build leaves no half-written model behind
+                shutil.rmtree(path, ignore_errors=True)
+                raise CommandError(f"building the tiny policy failed: {type(exc).__name__}: {exc}")
+            built = f"built ({len(instructions)} task instructions in its tokenizer)"
+        policy, created = PolicyVersion.objects.update_or_create(
+            name=name,
+            defaults={
+                "backend": PolicyVersion.Backend.LOCAL,
+                "checkpoint": None,
+                "endpoint_url": "",
+                "model_name": str(relative),
+                "config": dict(POLICY_CONFIG),
+                "is_active": True,
+                "lineage": {"built_by": "tiny_policy", "seed": int(opts["seed"])},
+            },
+        )
+        self.stdout.write(f"policy {policy.name} {'registered' if created else 'updated'}: {path} {built}")

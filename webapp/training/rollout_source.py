@@ -1,0 +1,374 @@
+"""Live rollouts for an RL run: the platform's own rollout machinery as a `RolloutSource`.
+
+Rollouts are ordinary agent episodes in one rollout batch of the run (Celery rollout workers run
+them on leased sandboxes and persist every step, token ids and logprobs included); the trainer reads
+them back from the database. Each policy the trainer publishes becomes a PolicyVersion
+(`run-<id>-v<version>`, a local model directory, sampling at the run's temperature), and every
+episode not started yet switches to it: workers pick up the new policy one episode at a time.
+
+Seeds: training rollouts draw seeds from TRAINING_SEED_BASE up (evaluation batches use 0, 1, …), so
+a task instance trained on is not one a batch evaluates, as long as evaluations stay below it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.db.models import Max, Prefetch
+from django.utils import timezone
+
+from agent_core.training.types import RLEpisode
+from webapp.catalog.models import Task, TaskSuite
+from webapp.episodes.models import Episode, Source, Step
+from webapp.rollouts.models import RolloutBatch
+from webapp.rollouts.services import batch_advance, batch_cancel
+from webapp.training.data import rl_episode_of
+from webapp.training.models import PolicyVersion, TrainingRun
+
+log = logging.getLogger(__name__)
+
+TRAINING_SEED_BASE = 10_000
+"""First seed of training rollouts; evaluation batches draw 0, 1, … (see the module doc)."""
+DEFAULT_CONCURRENCY = 2
+POLL_INTERVAL_S = 0.3
+# An env_error episode is re-run as a new episode right after it ends; wait this long for the re-run
+# to appear before taking the failure as final.
+RETRY_GRACE_S = 10.0
+
+
+def batch_name(run: TrainingRun) -> str:
+    """The name of the rollout batch a run's rollouts belong to."""
+    return f"training run {run.pk}"
+
+
+def version_name(run: TrainingRun, version: int) -> str:
+    """The PolicyVersion name of the policy a run publishes as `version`."""
+    return f"run-{run.pk}-v{version}"
+
+
+class DBRolloutSource:
+    """A `RolloutSource` over the database: requests become episodes, finished ones become RLEpisodes."""
+
+    def __init__(self, run: TrainingRun, config: Mapping[str, Any]) -> None:
+        self.run = run
+        self.config = dict(config)
+        self.history_images = int(self.config.get("history_images", 3))
+        self.concurrency = int(
+            self.config.get("concurrency")
+            or getattr(settings, "TRAINING_ROLLOUT_CONCURRENCY", DEFAULT_CONCURRENCY)
+        )
+        self.base = run.base_policy
+        self.current: PolicyVersion | None = None
+        self._versions: dict[int, int] = {}  # PolicyVersion pk -> the version the trainer published
+        self._outstanding: set[int] = set()  # episode ids asked for and not returned yet
+        self._batch: RolloutBatch | None = None
+        self._clock = time.time
+        self._window = self._clock()
+        self._closed = False
+        # Seeds go on after every one an earlier attempt asked for (ran or not).
+        last = Episode.objects.filter(batch__name=batch_name(run)).aggregate(m=Max("seed"))["m"]
+        self._next_seed = max(TRAINING_SEED_BASE, int(last) + 1 if last is not None else 0)
+        # A trainer that died left its batch behind: its rollouts answer requests nobody remembers.
+        for stale in RolloutBatch.objects.filter(name=batch_name(run), status=RolloutBatch.Status.RUNNING):
+            dropped = batch_cancel(batch=stale)
+            log.info(
+                "run %s: cancelled rollout batch %s of an earlier attempt (%d queued)",
+                run.pk,
+                stale.pk,
+                dropped,
+            )
+
+    # --- what to roll out ----------------------------------------------------------------------
+
+    def suite(self) -> TaskSuite:
+        """The suite the run's rollouts draw from (the run's, else the config's `suite` slug)."""
+        suite = getattr(self.run, "suite", None)
+        slug = str(self.config.get("suite") or "")
+        if suite is None and slug:
+            suite = TaskSuite.objects.filter(slug=slug).first()
+        if suite is None:
+            first = self._named_tasks()[:1]
+            task = Task.objects.filter(slug__in=first).first()
+            suite = task.suites.order_by("slug").first() if task is not None else None
+        if suite is None:
+            raise ValueError(f"run {self.run.pk}: no suite to roll out on (set the run's suite)")
+        return suite
+
+    def _named_tasks(self) -> list[str]:
+        return [t.strip() for t in str(self.config.get("tasks") or "").split(",") if t.strip()]
+
+    def tasks(self) -> list[str]:
+        """The config's `tasks`, else the published tasks of the run's suite (by slug)."""
+        named = self._named_tasks()
+        if named:
+            return named
+        return list(
+            self.suite().tasks.filter(is_published=True).order_by("slug").values_list("slug", flat=True)
+        )
+
+    # --- policies ------------------------------------------------------------------------------
+
+    def publish(self, version: int, model_dir: Path) -> None:
+        """A PolicyVersion for the checkpoint; every episode not started yet switches to it."""
+        base = self.base
+        config = dict(base.config or {}) if base is not None else {}
+        config.update(
+            {
+                "temperature": float(self.config.get("temperature", 1.0)),
+                "max_new_tokens": int(self.config.get("max_new_tokens", 64)),
+            }
+        )
+        path = Path(model_dir).resolve()
+        var = Path(settings.VAR_DIR).resolve()
+        stored = str(path.relative_to(var)) if path.is_relative_to(var) else str(path)
+        policy, _ = PolicyVersion.objects.update_or_create(
+            name=version_name(self.run, version),
+            defaults={
+                "backend": PolicyVersion.Backend.LOCAL,
+                "checkpoint": None,
+                "model_name": stored,
+                "config": config,
+                "is_active": True,
+                "lineage": {
+                    "training_run": self.run.pk,
+                    "version": version,
+                    "base_policy": base.name if base is not None else "",
+                    "purpose": "rollouts",
+                },
+            },
+        )
+        with transaction.atomic():
+            # Rollout versions are the run's own: only the newest stays on offer.
+            PolicyVersion.objects.filter(name__startswith=f"run-{self.run.pk}-v").exclude(
+                pk=policy.pk
+            ).update(is_active=False)
+            switched = 0
+            if self._batch is not None:
+                RolloutBatch.objects.filter(pk=self._batch.pk).update(policy_version=policy)
+                switched = Episode.objects.filter(batch=self._batch, status=Episode.Status.PENDING).update(
+                    policy_version=policy
+                )
+        self._versions[policy.pk] = version
+        self.current = policy
+        log.info(
+            "run %s: published v%d as %s (%s); %d waiting episodes switched",
+            self.run.pk,
+            version,
+            policy.name,
+            stored,
+            switched,
+        )
+
+    def _policy(self) -> PolicyVersion:
+        if self.current is not None:
+            return self.current
+        if self.base is None:
+            raise ValueError(f"run {self.run.pk}: nothing published and no base policy to roll out")
+        self._versions.setdefault(self.base.pk, 0)
+        return self.base
+
+    def _version_of(self, policy_version_id: int | None) -> int:
+        if policy_version_id in self._versions:
+            return self._versions[policy_version_id]
+        lineage = (
+            PolicyVersion.objects.filter(pk=policy_version_id).values_list("lineage", flat=True).first() or {}
+        )
+        return int(lineage.get("version", 0)) if isinstance(lineage, dict) else 0
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def _open_batch(self) -> RolloutBatch:
+        """The run's batch, locked and running: reopened when it finished between requests, a new one
+        when it was cancelled. Call inside a transaction."""
+        policy = self._policy()
+        if self._batch is not None:
+            batch = RolloutBatch.objects.select_for_update().get(pk=self._batch.pk)
+            if batch.status == RolloutBatch.Status.FINISHED:
+                RolloutBatch.objects.filter(pk=batch.pk).update(
+                    status=RolloutBatch.Status.RUNNING, finished_at=None
+                )
+                batch.status = RolloutBatch.Status.RUNNING
+            if batch.status == RolloutBatch.Status.RUNNING:
+                self._batch = batch
+                return batch
+        batch = RolloutBatch.objects.create(
+            name=batch_name(self.run),
+            suite=self.suite(),
+            policy_version=policy,
+            episodes_per_task=1,
+            concurrency=self.concurrency,
+            # No episodic memory: the trainer rebuilds each prompt from the episode's own steps.
+            config={"history_images": self.history_images, "episodic_k": 0},
+            created_by=self.run.created_by,
+        )
+        log.info("run %s: rollout batch %s (%d at once)", self.run.pk, batch.pk, self.concurrency)
+        self._batch = batch
+        return batch
+
+    def request(self, task_id: str, n: int, *, max_steps: int) -> None:
+        """`n` episodes of `task_id` (fresh training seeds), each capped at `max_steps` steps."""
+        if self._closed:
+            raise RuntimeError("the rollout source is closed")
+        task = Task.objects.filter(slug=task_id).first()
+        if task is None:
+            raise ValueError(f"unknown task {task_id!r}")
+        with transaction.atomic():
+            # The batch row stays locked until the episodes exist, so a worker's batch_advance cannot
+            # find it empty and finish it in between.
+            batch = self._open_batch()
+            policy = self._policy()
+            created = Episode.objects.bulk_create(
+                Episode(
+                    task=task,
+                    source=Source.AGENT,
+                    policy_version=policy,
+                    seed=self._next_seed + i,
+                    max_steps=max(1, min(int(max_steps), 32767)),
+                    batch=batch,
+                )
+                for i in range(n)
+            )
+            self._next_seed += n
+        ids = [e.pk for e in created]
+        if any(pk is None for pk in ids):  # a backend that does not return ids from bulk_create
+            ids = list(
+                Episode.objects.filter(batch=batch, task=task)
+                .order_by("-pk")
+                .values_list("pk", flat=True)[:n]
+            )
+        self._outstanding.update(ids)
+        batch_advance(batch_id=batch.pk)
+
+    # --- results -------------------------------------------------------------------------------
+
+    def pending(self) -> int:
+        """Episodes asked for (or their re-runs) not returned by poll yet."""
+        return len(self._outstanding)
+
+    def poll(self, timeout: float) -> list[RLEpisode]:
+        """Finished episodes not returned yet (env errors follow their re-run; given up ones are dropped)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            close_old_connections()
+            out = self._collect()
+            if out or not self._outstanding or time.monotonic() >= deadline:
+                return out
+            time.sleep(min(POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
+
+    def _collect(self) -> list[RLEpisode]:
+        if not self._outstanding:
+            return []
+        todo = sorted(self._outstanding)
+        rows = {e.pk: e for e in Episode.objects.filter(pk__in=todo).select_related("batch")}
+        done: list[int] = []
+        while todo:
+            pk = todo.pop(0)
+            episode = rows.get(pk)
+            if episode is None:  # dropped with a cancelled batch
+                self._outstanding.discard(pk)
+                continue
+            if not episode.is_done:
+                continue
+            if episode.status == Episode.Status.FINISHED and not episode.env_error:
+                done.append(pk)
+                continue
+            # An infrastructure failure: its re-run (a new episode) answers the request instead.
+            retry = Episode.objects.filter(retry_of_id=pk).select_related("batch").first()
+            if retry is not None:
+                self._outstanding.discard(pk)
+                self._outstanding.add(retry.pk)
+                rows[retry.pk] = retry
+                todo.append(retry.pk)
+                continue
+            may_retry = (
+                episode.env_error
+                and episode.batch is not None
+                and episode.batch.status == RolloutBatch.Status.RUNNING
+                and episode.attempt < episode.batch.max_attempts
+            )
+            recent = (
+                episode.finished_at is not None
+                and (timezone.now() - episode.finished_at).total_seconds() < RETRY_GRACE_S
+            )
+            if may_retry and recent:
+                continue  # its re-run is about to be created
+            log.info("run %s: episode %s ended without a usable outcome; dropped", self.run.pk, pk)
+            self._outstanding.discard(pk)
+        self._keep_batch_running()
+        if not done:
+            return []
+        steps = Prefetch("steps", queryset=Step.objects.order_by("index"), to_attr="ordered_steps")
+        finished = (
+            Episode.objects.filter(pk__in=done)
+            .select_related("task")
+            .prefetch_related(steps)
+            .order_by("finished_at", "pk")
+        )
+        out = []
+        for episode in finished:
+            out.append(
+                rl_episode_of(
+                    episode,
+                    policy_version=self._version_of(episode.policy_version_id),
+                    history_images=self.history_images,
+                )
+            )
+            self._outstanding.discard(episode.pk)
+        return out
+
+    def _keep_batch_running(self) -> None:
+        """A batch that finished while requests were being added is reopened (episodes never strand)."""
+        batch = self._batch
+        if batch is None or self._closed:
+            return
+        stranded = Episode.objects.filter(
+            pk__in=self._outstanding, status=Episode.Status.PENDING, batch=batch
+        )
+        reopened = (
+            RolloutBatch.objects.filter(pk=batch.pk, status=RolloutBatch.Status.FINISHED)
+            .filter(pk__in=stranded.values("batch_id"))
+            .update(status=RolloutBatch.Status.RUNNING, finished_at=None)
+        )
+        if reopened:
+            log.info("run %s: batch %s had finished under pending episodes; reopened", self.run.pk, batch.pk)
+            batch_advance(batch_id=batch.pk)
+
+    # --- environment use -----------------------------------------------------------------------
+
+    def utilisation(self) -> float | None:
+        """Share of the rollout slots' time spent on steps since the last call (None before any batch).
+
+        Sum over the run's steps that ended in the window of their duration (the policy's turn and
+        the action: observed_at to acted_at, clipped to the window), divided by the window's length
+        times the batch's concurrency, clamped to [0, 1]. Time between steps (leasing, preparing
+        and scoring an episode, waiting in the queue) counts as idle, so this is a lower bound on how
+        busy the sandboxes were."""
+        now = self._clock()
+        start, self._window = self._window, now
+        batch = self._batch
+        if batch is None or now <= start:
+            return None
+        since = datetime.fromtimestamp(start, tz=UTC)
+        busy = 0.0
+        for observed, acted in Step.objects.filter(
+            episode__batch__name=batch_name(self.run), acted_at__gte=since
+        ).values_list("observed_at", "acted_at"):
+            busy += max(0.0, acted.timestamp() - max(observed.timestamp(), start))
+        return min(1.0, max(0.0, busy / ((now - start) * max(1, batch.concurrency))))
+
+    def close(self) -> None:
+        """Cancel what is still queued (running episodes end on their own and are not read)."""
+        self._closed = True
+        if self._batch is not None:
+            dropped = batch_cancel(batch=self._batch)
+            log.info(
+                "run %s: rollout batch %s cancelled (%d queued dropped)", self.run.pk, self._batch.pk, dropped
+            )
+        self._outstanding.clear()

@@ -1,0 +1,466 @@
+"""Writes for training runs: launch, stop, resume, the run itself on a worker, the reaper, promotion.
+
+A run is claimed by one worker at a time (status running, `attempts` = its claim number, a fresh
+heartbeat). A worker killed with -9 stops heartbeating; the reaper puts its run back to pending and
+queues it again, and the next worker resumes from the last checkpoint on disk (up to MAX_ATTEMPTS).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import threading
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from agent_core.training.config import ConfigError, validate_config
+from agent_core.training.types import RunSpec
+from webapp.catalog.models import TaskSuite
+from webapp.datasets.services import DatasetError, version_pin_resolve
+from webapp.training.hooks import RunHooks, RunLost, heartbeat, log_append
+from webapp.training.models import Checkpoint, MetricPoint, PolicyVersion, TrainingRun
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+class TrainingRunError(Exception):
+    """A training operation was refused; `field` names the input at fault (a config field, "dataset", …)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
+
+
+def stale_seconds() -> float:
+    """How long a running run's heartbeat may be silent before the reaper takes it back."""
+    return float(getattr(settings, "TRAINING_STALE_S", 60))
+
+
+def stop_poll_seconds() -> float:
+    """How often a running trainer reads its stop request from the database."""
+    return float(getattr(settings, "TRAINING_STOP_POLL_S", 2.0))
+
+
+def heartbeat_seconds() -> float:
+    """How often a worker heartbeats its run from a thread (0: only when the trainer reports)."""
+    return float(getattr(settings, "TRAINING_HEARTBEAT_S", 10))
+
+
+# --- launch ----------------------------------------------------------------------------------------
+
+
+def _check_base_policy(policy: PolicyVersion | None) -> None:
+    if policy is None:
+        raise TrainingRunError("choose the local policy the run starts from", "base_policy")
+    if policy.backend != PolicyVersion.Backend.LOCAL:
+        raise TrainingRunError(
+            f"{policy.name} is a {policy.get_backend_display()} policy; a run starts from a local model",
+            "base_policy",
+        )
+    if not policy.is_active:
+        raise TrainingRunError(f"{policy.name} is retired; choose an active policy", "base_policy")
+    if policy.model_dir() is None:
+        raise TrainingRunError(f"{policy.name} has no model directory", "base_policy")
+
+
+def _check_suite(suite: TaskSuite | None, config: dict[str, Any], algorithm: str) -> TaskSuite:
+    named = str(config.get("suite") or "")
+    if suite is None and named:
+        suite = TaskSuite.objects.filter(slug=named).first()
+        if suite is None:
+            raise TrainingRunError(f"there is no task suite {named!r}", "suite")
+    if suite is None:
+        raise TrainingRunError(f"{algorithm} rolls out on live tasks: choose a task suite", "suite")
+    if named and named != suite.slug:
+        raise TrainingRunError(
+            f"the config says suite {named!r} but the run is launched on {suite.slug}", "suite"
+        )
+    published = set(suite.tasks.filter(is_published=True).values_list("slug", flat=True))
+    if not published:
+        raise TrainingRunError(f"suite {suite.slug} has no published task to roll out on", "suite")
+    for slug in (s.strip() for s in str(config.get("tasks") or "").split(",")):
+        if slug and slug not in published:
+            raise TrainingRunError(f"{slug!r} is not a published task of suite {suite.slug}", "tasks")
+    config["suite"] = suite.slug
+    return suite
+
+
+def training_run_launch(
+    *,
+    algorithm: str,
+    name: str,
+    config: dict[str, Any] | None,
+    created_by: AbstractBaseUser,
+    dataset_pin: str | None,
+    base_policy: PolicyVersion | None,
+    suite: TaskSuite | None,
+) -> TrainingRun:
+    """Validate and create a pending run, queued on `training` once the transaction commits."""
+    if algorithm not in TrainingRun.Algorithm.values:
+        raise TrainingRunError(
+            f"unknown algorithm {algorithm!r}; valid: {', '.join(TrainingRun.Algorithm.values)}", "algorithm"
+        )
+    name = (name or "").strip()
+    if not name:
+        raise TrainingRunError("give the run a name", "name")
+    if len(name) > 200:
+        raise TrainingRunError("must be at most 200 characters", "name")
+    try:
+        clean = validate_config(algorithm, config)
+    except ConfigError as exc:
+        raise TrainingRunError(exc.message, exc.field) from exc
+    _check_base_policy(base_policy)
+    version = None
+    pin = (dataset_pin or "").strip()
+    if algorithm == TrainingRun.Algorithm.SFT:
+        if not pin:
+            raise TrainingRunError("an SFT run trains on a dataset version: pin one (name@vN)", "dataset")
+        try:
+            version = version_pin_resolve(pin=pin)
+        except DatasetError as exc:
+            raise TrainingRunError(str(exc), "dataset") from exc
+        suite = None
+    else:
+        if pin:
+            raise TrainingRunError(f"{algorithm} trains on live rollouts; leave the dataset empty", "dataset")
+        suite = _check_suite(suite, clean, algorithm)
+    with transaction.atomic():
+        run = TrainingRun.objects.create(
+            name=name,
+            algorithm=algorithm,
+            config=clean,
+            dataset_version=version,
+            base_policy=base_policy,
+            suite=suite,
+            created_by=created_by,
+        )
+        run.out_dir = f"training/run-{run.pk}"
+        run.log_file = f"{run.out_dir}/run.log"
+        run.save(update_fields=["out_dir", "log_file"])
+        _set_aside(run.path(run.out_dir))
+        transaction.on_commit(lambda: _enqueue(run.pk))
+    log.info("training run %s (%s) launched by %s", run.pk, algorithm, created_by.get_username())
+    return run
+
+
+def _set_aside(out_dir: Path) -> None:
+    # A folder of the same name left by an earlier database (reset, restored) must not be resumed from.
+    if out_dir.exists():
+        aside = out_dir.with_name(f"{out_dir.name}.old-{timezone.now():%Y%m%d-%H%M%S-%f}")
+        out_dir.rename(aside)
+        log.warning("%s existed already (from an earlier database?): moved to %s", out_dir, aside.name)
+
+
+def _enqueue(run_id: int) -> None:
+    from webapp.training.tasks import training_run_task
+
+    try:
+        result = training_run_task.delay(run_id)
+    except Exception as exc:  # the broker is down: say so on the run rather than leave it pending forever
+        log.exception("could not queue training run %d", run_id)
+        TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.PENDING).update(
+            status=TrainingRun.Status.FAILED,
+            error_message=f"the task queue is unavailable ({type(exc).__name__}: {exc}); resume it later",
+            finished_at=timezone.now(),
+        )
+        return
+    TrainingRun.objects.filter(pk=run_id).update(celery_task_id=str(result.id or "")[:64])
+
+
+# --- stop, resume, promote -----------------------------------------------------------------------
+
+
+def training_run_stop(*, run: TrainingRun, by: AbstractBaseUser) -> TrainingRun:
+    """Ask a run to stop: a pending one stops now, a running one saves a checkpoint and stops."""
+    now = timezone.now()
+    if TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.PENDING).update(
+        status=TrainingRun.Status.STOPPED, stop_requested=True, finished_at=now
+    ):
+        log_append(run, f"stopped by {by.get_username()} before it started")
+    elif TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING).update(stop_requested=True):
+        log_append(run, f"stop requested by {by.get_username()}: the trainer saves a checkpoint and stops")
+    else:
+        run.refresh_from_db()
+        raise TrainingRunError(f"run #{run.pk} has already {run.status}")
+    run.refresh_from_db()
+    return run
+
+
+def run_latest_checkpoint(run: TrainingRun) -> Path | None:
+    """The newest complete checkpoint directory of the run on disk, or None."""
+    from agent_core.training.runner import latest_checkpoint
+
+    return latest_checkpoint(run.path(run.out_dir)) if run.out_dir else None
+
+
+def _step_of(path: Path) -> int | None:
+    match = STEP_DIR.match(path.name)
+    return int(match[1]) if match else None
+
+
+def training_run_resume(*, run: TrainingRun, by: AbstractBaseUser) -> TrainingRun:
+    """Queue a stopped or failed run again; it continues from its last checkpoint."""
+    ended = (TrainingRun.Status.STOPPED, TrainingRun.Status.FAILED)
+    if run.status not in ended:
+        raise TrainingRunError(f"run #{run.pk} is {run.status}: only a stopped or failed run resumes")
+    last = run_latest_checkpoint(run)
+    if last is None:
+        raise TrainingRunError(
+            f"run #{run.pk} has no checkpoint to resume from; launch it again instead", "checkpoint"
+        )
+    step = _step_of(last)
+    with transaction.atomic():
+        resumed = TrainingRun.objects.filter(pk=run.pk, status__in=ended).update(
+            status=TrainingRun.Status.PENDING,
+            stop_requested=False,
+            attempts=0,
+            finished_at=None,
+            heartbeat_at=None,
+            error_message="",
+            resumed_from=Checkpoint.objects.filter(run=run, step=step).first(),
+        )
+        if resumed != 1:
+            raise TrainingRunError(f"run #{run.pk} changed meanwhile; reload the page")
+        transaction.on_commit(lambda: _enqueue(run.pk))
+    log_append(run, f"resume requested by {by.get_username()}: continues from {last.name}")
+    run.refresh_from_db()
+    return run
+
+
+def _free_name(base: str) -> str:
+    base = base[:90].strip("-") or "policy"
+    name, n = base, 1
+    while PolicyVersion.objects.filter(name=name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+def checkpoint_promote(
+    *, checkpoint: Checkpoint, name: str | None = None, by: AbstractBaseUser
+) -> PolicyVersion:
+    """A local policy version rollouts can use, made from `checkpoint` (once per checkpoint)."""
+    existing = PolicyVersion.objects.filter(checkpoint=checkpoint).first()
+    if existing is not None:
+        raise TrainingRunError(f"this checkpoint is already policy {existing.name}", "checkpoint")
+    run = checkpoint.run
+    base = run.base_policy
+    wanted = (name or "").strip()
+    if wanted:
+        if slugify(wanted) != wanted or len(wanted) > 100:
+            raise TrainingRunError(
+                f"{wanted!r} is not a slug (lowercase letters, digits, '-', '_'; up to 100)", "name"
+            )
+        if PolicyVersion.objects.filter(name=wanted).exists():
+            raise TrainingRunError(f"a policy called {wanted!r} exists already", "name")
+    else:
+        wanted = _free_name(slugify(f"{run.name}-step-{checkpoint.step}"))
+    try:
+        with transaction.atomic():
+            policy = PolicyVersion.objects.create(
+                name=wanted,
+                backend=PolicyVersion.Backend.LOCAL,
+                checkpoint=checkpoint,
+                config=dict(base.config or {}) if base else {},
+                lineage={
+                    "run": run.pk,
+                    "run_name": run.name,
+                    "algorithm": run.algorithm,
+                    "step": checkpoint.step,
+                    "base_policy": base.name if base else None,
+                    "dataset_version": str(run.dataset_version) if run.dataset_version_id else None,
+                    "promoted_by": by.get_username(),
+                },
+            )
+    except IntegrityError:  # promoted (or the name taken) by someone else at the same moment
+        existing = PolicyVersion.objects.filter(checkpoint=checkpoint).first()
+        if existing is not None:
+            raise TrainingRunError(
+                f"this checkpoint is already policy {existing.name}", "checkpoint"
+            ) from None
+        raise TrainingRunError(f"a policy called {wanted!r} exists already", "name") from None
+    log_append(
+        run, f"checkpoint step {checkpoint.step} promoted to policy {policy.name} by {by.get_username()}"
+    )
+    return policy
+
+
+# --- the run, on a `training` worker -------------------------------------------------------------
+
+
+def _claim(run_id: int, worker: str) -> TrainingRun | None:
+    """Take the run for this worker: pending, or running with a heartbeat older than stale_seconds()."""
+    with transaction.atomic():
+        run = TrainingRun.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            return None
+        now = timezone.now()
+        if run.status == TrainingRun.Status.RUNNING:
+            beat = run.heartbeat_at or run.started_at
+            if beat is not None and now - beat < timedelta(seconds=stale_seconds()):
+                log.info("run %s is held by %s (heartbeat %s): not claimed", run_id, run.worker, beat)
+                return None
+            if run.attempts >= MAX_ATTEMPTS:
+                return None  # the reaper fails it
+        elif run.status != TrainingRun.Status.PENDING:
+            return None
+        run.status = TrainingRun.Status.RUNNING
+        run.attempts += 1
+        run.worker = worker[:200]
+        run.heartbeat_at = now
+        run.started_at = run.started_at or now
+        run.save(update_fields=["status", "attempts", "worker", "heartbeat_at", "started_at"])
+    return run
+
+
+def _spec(run: TrainingRun, out_dir: Path) -> RunSpec:
+    from agent_core.training.runner import TrainingError, latest_checkpoint
+
+    base = run.base_policy.model_dir() if run.base_policy else None
+    if base is None:
+        raise TrainingError("the run's base policy has no model directory")
+    return RunSpec(
+        algorithm=run.algorithm,
+        config=dict(run.config),
+        base_model=base,
+        out_dir=out_dir,
+        resume_from=latest_checkpoint(out_dir),
+    )
+
+
+def _end(run: TrainingRun, attempt: int, **fields: Any) -> int:
+    return TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING, attempts=attempt).update(
+        finished_at=timezone.now(), heartbeat_at=timezone.now(), **fields
+    )
+
+
+def training_run_execute(*, run_id: int, worker: str = "") -> TrainingRun | None:
+    """Claim the run and train it to the end (succeeded / stopped / failed); None if it is not ours to run."""
+    from agent_core.training import runner
+
+    worker = worker or f"{socket.gethostname()}:{os.getpid()}"
+    run = _claim(run_id, worker)
+    if run is None:
+        return None
+    attempt = run.attempts
+    started = time.perf_counter()
+    out_dir = run.path(run.out_dir or f"training/run-{run.pk}")
+    lost = threading.Event()
+    hooks = RunHooks(run, attempt=attempt, lost=lost, stop_poll_s=stop_poll_seconds())
+    source = None
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        spec = _spec(run, out_dir)
+        if spec.resume_from is not None:
+            step = _step_of(spec.resume_from) or 0
+            # Points logged after that checkpoint by the attempt that died come again from the resumed one.
+            MetricPoint.objects.filter(run=run, step__gt=step).delete()
+            TrainingRun.objects.filter(pk=run.pk, attempts=attempt).update(
+                step=step, resumed_from=Checkpoint.objects.filter(run=run, step=step).first()
+            )
+            log_append(
+                run, f"attempt {attempt} on {worker}: resuming from checkpoint {spec.resume_from.name}"
+            )
+        else:
+            log_append(run, f"attempt {attempt} on {worker}: starting from {spec.base_model}")
+        kwargs: dict[str, Any] = {}
+        if run.algorithm == TrainingRun.Algorithm.SFT:
+            from webapp.training.data import sft_examples_for
+
+            kwargs["examples"] = sft_examples_for(
+                run.dataset_version, history_images=int(run.config.get("history_images", 3))
+            )
+        else:
+            from webapp.training.rollout_source import DBRolloutSource
+
+            source = DBRolloutSource(run, dict(run.config))
+            kwargs["source"] = source
+        with heartbeat(run, attempt=attempt, every_s=heartbeat_seconds(), lost=lost):
+            result = runner.run(spec, hooks, **kwargs)
+    except RunLost:
+        log.warning("run %s attempt %d: another attempt took it over; this one stops", run.pk, attempt)
+        return TrainingRun.objects.get(pk=run.pk)
+    except Exception as exc:
+        message = str(exc) if isinstance(exc, runner.TrainingError) else f"{type(exc).__name__}: {exc}"
+        log.exception("training run %s failed", run.pk)
+        log_append(run, f"failed: {message}\n{''.join(traceback.format_exception(exc))}")
+        _end(run, attempt, status=TrainingRun.Status.FAILED, error_message=message[:5000])
+        return TrainingRun.objects.get(pk=run.pk)
+    finally:
+        if source is not None:
+            try:
+                source.close()
+            except Exception:
+                log.exception("run %s: closing its rollout source failed", run.pk)
+    status = TrainingRun.Status.STOPPED if result.status == "stopped" else TrainingRun.Status.SUCCEEDED
+    if not _end(run, attempt, status=status, step=int(result.step)):
+        log.warning("run %s attempt %d ended but the run is no longer its own", run.pk, attempt)
+    log_append(run, f"{status} at step {result.step} after {time.perf_counter() - started:.1f} s")
+    log.info(
+        "training run %s %s at step %d in %.1fs", run.pk, status, result.step, time.perf_counter() - started
+    )
+    return TrainingRun.objects.get(pk=run.pk)
+
+
+def training_runs_reap() -> dict[str, int]:
+    """Runs whose worker went silent: queued again to resume from their last checkpoint, failed after
+    MAX_ATTEMPTS, or stopped if a stop was asked for. Pending runs are left alone."""
+    limit = timezone.now() - timedelta(seconds=stale_seconds())
+    requeued = failed = stopped = 0
+    silent = TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING, heartbeat_at__lt=limit)
+    for run in silent:
+        with transaction.atomic():
+            if run.stop_requested:  # asked to stop while its worker was dead: it stops at its last checkpoint
+                ok = TrainingRun.objects.filter(
+                    pk=run.pk, status=TrainingRun.Status.RUNNING, attempts=run.attempts
+                )
+                if ok.update(status=TrainingRun.Status.STOPPED, finished_at=timezone.now()):
+                    stopped += 1
+                    log_append(run, "stopped: its worker was lost after the stop request (resume continues)")
+                continue
+            if run.attempts >= MAX_ATTEMPTS:
+                ok = TrainingRun.objects.filter(
+                    pk=run.pk, status=TrainingRun.Status.RUNNING, attempts=run.attempts
+                )
+                message = (
+                    f"its training worker stopped answering {run.attempts} times (no heartbeat for "
+                    f"{stale_seconds():.0f} s each time); gave up after {MAX_ATTEMPTS} attempts. "
+                    "Resume it once the cause is fixed."
+                )
+                if ok.update(
+                    status=TrainingRun.Status.FAILED, error_message=message, finished_at=timezone.now()
+                ):
+                    failed += 1
+                    log_append(run, f"failed: {message}")
+                continue
+            ok = TrainingRun.objects.filter(
+                pk=run.pk, status=TrainingRun.Status.RUNNING, attempts=run.attempts, heartbeat_at__lt=limit
+            )
+            if ok.update(status=TrainingRun.Status.PENDING, heartbeat_at=None):
+                requeued += 1
+                log_append(
+                    run,
+                    f"worker {run.worker or '?'} silent for over {stale_seconds():.0f} s (attempt "
+                    f"{run.attempts} of {MAX_ATTEMPTS}): queued again, resumes from its last checkpoint",
+                )
+                transaction.on_commit(lambda pk=run.pk: _enqueue(pk))  # type: ignore[misc]
+    if requeued or failed or stopped:
+        log.warning(
+            "training reaper: %d run(s) queued again, %d failed, %d stopped", requeued, failed, stopped
+        )
+    return {"requeued": requeued, "failed": failed, "stopped": stopped}
