@@ -50,7 +50,7 @@ class BrowserPool:
     """N started browser sandboxes (confined like the host's), one per environment thread."""
 
     def __init__(
-        self, n: int, root: Path, *, slot_base: int = 230, width: int = 1280, height: int = 720
+        self, n: int, root: Path, *, slot_base: int = 250, width: int = 1280, height: int = 720
     ) -> None:
         self.root = root
         self.providers: list[BrowserProvider] = []

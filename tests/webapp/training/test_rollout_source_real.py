@@ -73,7 +73,7 @@ def rollout_worker(tmp_path: Path) -> Iterator[object]:
 def host(live_server, tmp_path):
     with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
         profiles = {"browser": {"provider": "browser", "min_idle": 1, "max_total": 2}}
-        h = HostProc(name="rl-host", var=tmp_path, profiles=profiles, web_url=live_server.url, slot_base=230)
+        h = HostProc(name="rl-host", var=tmp_path, profiles=profiles, web_url=live_server.url, slot_base=240)
         h.start()
         try:
             until(lambda: Sandbox.objects.filter(state="idle", profile="browser").exists(), "an idle browser")
