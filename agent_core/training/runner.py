@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_core.policies.local import _version, is_vision_model, text_prompt
+from agent_core.policies.local import _LOAD_LOCK, _version, is_vision_model, text_prompt
 from agent_core.training.tiny_policy import LINEAGE_FILE
 from agent_core.training.types import Hooks, RLEpisode, RLTurn, RolloutSource, RunResult, RunSpec, SFTExample
 
@@ -87,14 +87,23 @@ def load_policy_model(path: Path, *, device: str, dtype: str = "float32") -> tup
             "(vision-language training is not implemented yet)"
         )
     try:
-        tokenizer = tfm.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        # transformers >= 4.56 calls it `dtype`; older versions only know `torch_dtype`.
-        key = "dtype" if _version(tfm.__version__) >= (4, 56) else "torch_dtype"
-        model = tfm.AutoModelForCausalLM.from_pretrained(
-            str(path), local_files_only=True, **{key: getattr(torch, dtype)}
-        )
+        # One load at a time per process: concurrent from_pretrained calls (the trainer and rollout
+        # threads) can leave torch's default device on "meta" (see local._LOAD_LOCK).
+        with _LOAD_LOCK:
+            return _load(tfm, torch, path, device, dtype)
+    except TrainingError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any load failure ends the run with its reason
         raise TrainingError(f"cannot load {path}: {type(exc).__name__}: {exc}") from None
+
+
+def _load(tfm: Any, torch: Any, path: Path, device: str, dtype: str) -> tuple[Any, Any]:
+    tokenizer = tfm.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    # transformers >= 4.56 calls it `dtype`; older versions only know `torch_dtype`.
+    key = "dtype" if _version(tfm.__version__) >= (4, 56) else "torch_dtype"
+    model = tfm.AutoModelForCausalLM.from_pretrained(
+        str(path), local_files_only=True, **{key: getattr(torch, dtype)}
+    )
     model.to(device)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
