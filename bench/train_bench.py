@@ -16,7 +16,6 @@ Figures are medians over steps after the first (warm-up); the device is printed 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -100,10 +99,6 @@ def main() -> None:
     from agent_core.suites import miniwob as suite
     from sandbox_workers.local_rollouts import BrowserPool, LocalRolloutSource
 
-    for parent in [work, *work.parents]:
-        if parent in (Path("/tmp"), Path("/")):  # noqa: S108 - stop at the shared roots
-            break
-        os.chmod(parent, parent.stat().st_mode | 0o011)  # noqa: S103 - traverse only (x), as tests do
     specs = {
         s.id: s
         for s in suite.tasks()

@@ -46,6 +46,14 @@ class _Job:
     max_steps: int
 
 
+def _traversable(path: Path) -> None:
+    """o+x on `path` and its parents up to /tmp: the confined browser's uid must traverse them."""
+    for parent in [path, *path.parents]:
+        if parent in (Path("/tmp"), Path("/")):  # noqa: S108 - stop at the shared roots
+            break
+        parent.chmod(parent.stat().st_mode | 0o011)  # noqa: S103 - traverse only (x)
+
+
 class BrowserPool:
     """N started browser sandboxes (confined like the host's), one per environment thread."""
 
@@ -53,6 +61,8 @@ class BrowserPool:
         self, n: int, root: Path, *, slot_base: int = 250, width: int = 1280, height: int = 720
     ) -> None:
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        _traversable(root)
         self.providers: list[BrowserProvider] = []
         profile = Profile(name="train-browser", provider="browser", width=width, height=height)
         for i in range(n):

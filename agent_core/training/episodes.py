@@ -8,7 +8,8 @@ share a turn: the turn's first step carries the response.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from agent_core.agent import ACTION_PLATFORM
 from agent_core.memory import build_messages
@@ -31,8 +32,37 @@ def target_text(step: StepRecord) -> str:
     return f"{thought}Action: {step.action_text}"
 
 
-def _turn_starts(steps: Sequence[StepRecord]) -> list[int]:
-    return [i for i, s in enumerate(steps) if not s.info.get("continued")]
+def _turns(
+    steps: Sequence[StepRecord],
+    system: str,
+    instruction: str,
+    history_images: int,
+    keep: Callable[[StepRecord], bool],
+) -> Iterator[tuple[StepRecord, list[Mapping[str, Any]]]]:
+    """Each kept turn's first step with the prompt run_episode built for it (history: the steps before)."""
+    for i, step in enumerate(steps):
+        if step.info.get("continued") or not keep(step):
+            continue
+        yield (
+            step,
+            build_messages(
+                system=system,
+                instruction=instruction,
+                observation=step.observation,
+                history=list(steps[:i]),
+                images=history_images,
+            ),
+        )
+
+
+def _learnable(step: StepRecord) -> bool:
+    return step.action is not None and bool(step.action_text)
+
+
+def _sampled(step: StepRecord) -> bool:
+    return (
+        bool(step.token_ids) and step.logprobs is not None and len(step.logprobs) == len(step.token_ids or ())
+    )
 
 
 def sft_examples(
@@ -48,17 +78,7 @@ def sft_examples(
     they stay in the history of later turns, as they did when the episode ran)."""
     system = _system(platform, language)
     out: list[SFTExample] = []
-    for i in _turn_starts(steps):
-        step = steps[i]
-        if step.action is None or not step.action_text:
-            continue
-        messages = build_messages(
-            system=system,
-            instruction=instruction,
-            observation=step.observation,
-            history=list(steps[:i]),
-            images=history_images,
-        )
+    for step, messages in _turns(steps, system, instruction, history_images, _learnable):
         out.append(
             SFTExample(
                 messages=messages,
@@ -86,23 +106,13 @@ def rl_episode(
     """An RL episode: one turn per model response that kept its token ids and logprobs."""
     system = _system(platform, language)
     turns: list[RLTurn] = []
-    for i in _turn_starts(steps):
-        step = steps[i]
-        if not step.token_ids or step.logprobs is None or len(step.logprobs) != len(step.token_ids):
-            continue
-        messages = build_messages(
-            system=system,
-            instruction=instruction,
-            observation=step.observation,
-            history=list(steps[:i]),
-            images=history_images,
-        )
+    for step, messages in _turns(steps, system, instruction, history_images, _sampled):
         turns.append(
             RLTurn(
                 messages=messages,
                 a11y=step.observation.a11y,
-                response_ids=tuple(step.token_ids),
-                rollout_logprobs=tuple(step.logprobs),
+                response_ids=tuple(step.token_ids or ()),
+                rollout_logprobs=tuple(step.logprobs or ()),
                 parsed=step.action is not None or step.invalid_reason.startswith(_ENV_REFUSED),
             )
         )

@@ -454,15 +454,20 @@ class RLTrainer(_Trainer):
             source.request(task, n, max_steps=cap)
             self.wanted[task].append(n)
 
-    def _fresh(self, ep: RLEpisode) -> bool:
-        from agent_core.rl.curation import within_lag
+    def _fresh(self, episodes: list[RLEpisode]) -> set[int]:
+        """Ids of the episodes training may use: within the policy lag, and (GRPO) from the latest K."""
+        from agent_core.rl.curation import latest_k, within_lag
 
-        if not within_lag(ep.policy_version, self.version, int(self.cfg["max_policy_lag"])):
-            return False
+        lag = int(self.cfg["max_policy_lag"])
+        kept = [ep for ep in episodes if within_lag(ep.policy_version, self.version, lag)]
         if self.grpo:
-            newest = sorted(set(self.versions_seen))[-int(self.cfg["latest_k"]) :]
-            return ep.policy_version in newest
-        return True
+            kept = latest_k(
+                kept,
+                current_version=self.version,
+                k=int(self.cfg["latest_k"]),
+                versions_seen=self.versions_seen,
+            )
+        return {id(ep) for ep in kept}
 
     def _collect(self, source: RolloutSource, tasks: Sequence[str]) -> list[list[RLEpisode]] | None:
         """Groups of finished episodes (one episode per group for PPO); None when a stop was asked."""
@@ -473,12 +478,14 @@ class RLTrainer(_Trainer):
             if self.hooks.should_stop():
                 return None
             self._top_up(source, tasks)
-            for ep in source.poll(timeout=1.0):
+            polled = source.poll(timeout=1.0)
+            fresh = self._fresh(polled)
+            for ep in polled:
                 self.curator.record(ep.task_id, success=ep.success, steps=ep.steps)
                 if ep.success:
                     self.pool.add(ep)
                 sizes = self.wanted[ep.task_id]
-                if not self._fresh(ep) or not ep.turns:
+                if id(ep) not in fresh or not ep.turns:
                     self.dropped += 1
                     if sizes:  # the group it belonged to completes with one fewer
                         sizes[0] -= 1

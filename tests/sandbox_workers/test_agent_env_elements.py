@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from agent_core.actions import Click
 from sandbox_workers.agent_env import ELEMENT_LINES, SandboxEnv, element_line, element_list
 from sandbox_workers.base import Observation, Profile, Screenshot
+from tests.sandbox_workers.conftest import reachable
 
 PNG_1X1 = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de"
@@ -152,23 +152,16 @@ def test_other_modes_are_unchanged_and_a_bad_mode_is_refused():
 
 # --- a real browser sandbox ------------------------------------------------------------------------
 
-needs_chromium = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="no Chromium")
-
-
-def reachable_root(base: Path) -> Path:
-    """`base`, with o+x on its parents: the sandbox uid must traverse them (pytest's are 0700)."""
-    for parent in [base, *base.parents]:
-        if parent in (Path("/tmp"), Path("/")):
-            break
-        parent.chmod(parent.stat().st_mode | 0o011)
-    return base
+needs_chromium = pytest.mark.skipif(
+    not os.access("/usr/bin/chromium", os.X_OK), reason="needs Debian's /usr/bin/chromium (scripts/setup.sh)"
+)
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from sandbox_workers.providers.browser import BrowserProvider
 
-    root = reachable_root(tmp_path_factory.mktemp("elements")) / "sb"
+    root = reachable(tmp_path_factory.mktemp("elements")) / "sb"
     provider = BrowserProvider(
         sandbox_id="elements", profile=Profile(name="b", provider="browser"), root=root
     )

@@ -192,7 +192,7 @@ class FakeEnv:
         return self.observe()
 
     def exec(self, command: str, *, timeout: float = 30.0) -> Any:
-        raise NotImplementedError
+        raise AssertionError("the agent loop runs no shell command on a browser task")
 
     def put_file(self, path: str, data: bytes) -> None: ...
 
