@@ -172,6 +172,8 @@ _KEYS: dict[str, str] = {
 }  # fmt: skip
 
 
+DRAG_STEPS, DRAG_STEPS_PAUSED = 10, 4
+"""Mouse moves between a drag's press and release (fewer on a paused clock, where each waits for a frame)."""
 SCROLL_NOTCH_PX = 100
 """Pixels per scroll notch (Chromium's own wheel step)."""
 
@@ -213,7 +215,10 @@ async def perform_action(page: Page, a: A.Action, keys: list[str], clock: Virtua
     elif isinstance(a, A.Drag):
         await mouse.move(a.x1, a.y1)
         await mouse.down()
-        await mouse.move(a.x2, a.y2, steps=10)  # intermediate moves: drag handlers need them
+        # Intermediate moves: drag handlers need them. On a paused clock each waits for a frame that
+        # only a moment of running clock lets through (a few hundred ms), so it gets fewer.
+        paused = clock is not None and clock.mode == "paused"
+        await mouse.move(a.x2, a.y2, steps=DRAG_STEPS_PAUSED if paused else DRAG_STEPS)
         await mouse.up()
     elif isinstance(a, A.Scroll):
         px = SCROLL_NOTCH_PX * a.amount
@@ -427,6 +432,16 @@ class VirtualClock:
         await self._stop_pacer()
         self.dirty = True
         await self._send("Emulation.setVirtualTimePolicy", {"policy": "advance", "budget": ms})
+
+    async def hold_running(self) -> None:
+        """Pace the clock at the wall-clock rate but keep `mode` "paused": the owner pauses it again soon.
+
+        A paused page can hold a compositor frame (and so a screenshot), or the answer to input (wheel
+        events, the moves of a drag), until its clock runs for a moment of real time.
+        """
+        await self._stop_pacer()
+        self.dirty = True
+        self._pacer = asyncio.ensure_future(self._pace(1.0))
 
     async def accelerate(self, rate: float) -> None:
         """Run the clock at `rate` × wall-clock speed until another mode is chosen."""

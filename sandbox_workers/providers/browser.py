@@ -92,7 +92,7 @@ PW_TIMEOUT_MS = 5000
 NAV_TIMEOUT_MS = 15000
 DOM_CAP = 200_000
 DATA_URL_CAP = 2_000_000
-PAUSED_NUDGE_S = 0.25  # a capture on paused virtual time waits this long before the clock is let run
+PAUSED_NUDGE_S = 0.25  # a capture or an action on paused virtual time waits this long before the clock runs
 PAUSED_NUDGE_MS = 50.0  # then page time runs in budgets of this many ms, as many real ms apart
 _NOT_GUI = (A.Terminal, A.FileRead, A.FileWrite, A.McpCall)
 
@@ -391,15 +391,27 @@ class BrowserProvider(Provider):
                 await asyncio.sleep(0.05)
 
     async def _capture_once(self, cdp: CDPSession, params: dict[str, Any], timeout: float) -> Any:
-        """One Page.captureScreenshot; on paused virtual time, the clock is let run a little while it waits.
+        """One Page.captureScreenshot, nudging a paused clock while it waits (see `_nudging`)."""
+        try:
+            return await self._nudging(cdp.send("Page.captureScreenshot", params), timeout)
+        except TimeoutError:
+            raise TimeoutError("Page.captureScreenshot did not answer") from None
 
-        A capture waits for a new compositor frame, and on a paused clock Chromium often holds that
-        frame (after input, mostly) until the page's clock runs for a moment of real time: after
-        PAUSED_NUDGE_S without an answer, the clock gets PAUSED_NUDGE_MS budgets (policy advance) a
-        real PAUSED_NUDGE_MS apart until the frame comes (typically 1-4 of them), then pauses again.
+    async def _nudging(self, aw: Awaitable[Any], timeout: float, *, pace: bool = False) -> Any:
+        """Await `aw`; on paused virtual time, the clock is let run a little while it waits.
+
+        A capture waits for a new compositor frame, and input that needs the renderer's answer (a
+        wheel event, the moves of a drag) waits for the main frame to run; on a paused clock Chromium
+        often holds either until the page's clock runs for a moment of real time. After
+        PAUSED_NUDGE_S without an answer:
+        - a capture gets PAUSED_NUDGE_MS budgets (policy advance) a real PAUSED_NUDGE_MS apart until
+          the frame comes (typically 1-4 of them);
+        - input (`pace`) gets the clock running at the wall-clock rate until it is answered: nudges
+          leave a drag's moves waiting a second each, and a wheel event often for good.
+        Either way page time moves on by about as long as the wait took, and the clock pauses again.
         """
-        task = asyncio.ensure_future(cdp.send("Page.captureScreenshot", params))
-        end, clock, nudged = time.monotonic() + timeout, self._clock, False
+        task = asyncio.ensure_future(aw)
+        end, clock, running = time.monotonic() + timeout, self._clock, False
         try:
             wait = PAUSED_NUDGE_S
             while True:
@@ -409,14 +421,19 @@ class BrowserProvider(Provider):
                 if done:
                     return task.result()
                 if time.monotonic() >= end:
-                    raise TimeoutError("Page.captureScreenshot did not answer")
+                    raise TimeoutError("no answer")
                 if clock is not None and clock.mode == "paused":
-                    await clock.nudge(PAUSED_NUDGE_MS)
-                    nudged, wait = True, PAUSED_NUDGE_MS / 1000.0
+                    if pace:
+                        if not running:
+                            await clock.hold_running()
+                        running, wait = True, left
+                    else:
+                        await clock.nudge(PAUSED_NUDGE_MS)
+                        running, wait = True, PAUSED_NUDGE_MS / 1000.0
         finally:
             if not task.done():
                 task.cancel()
-            if nudged and clock is not None and clock.mode == "paused":
+            if running and clock is not None:
                 await clock.pause()
 
     async def _info(self) -> dict[str, Any]:
@@ -450,9 +467,14 @@ class BrowserProvider(Provider):
             timeout += float(action.seconds) + 30.0
         elif isinstance(action, A.Type):
             timeout += len(action.content) * 0.02
+        elif isinstance(action, A.Drag):  # on a paused clock every move of it waits for a nudged frame
+            timeout += OP_TIMEOUT
 
         async def go() -> None:
-            await perform_action(self.page, action, keys, self._clock)
+            if isinstance(action, A.Wait):  # a wait runs the clock itself
+                await perform_action(self.page, action, keys, self._clock)
+            else:
+                await self._nudging(perform_action(self.page, action, keys, self._clock), timeout, pace=True)
             try:  # an action that started a navigation: let the new document get going
                 await self.page.wait_for_load_state("domcontentloaded", timeout=2000)
             except PlaywrightError:

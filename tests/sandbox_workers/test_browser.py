@@ -283,6 +283,24 @@ def test_virtual_time_pause_advance_accelerate(sb: BrowserProvider) -> None:
     assert "virtual_time" not in sb.observe().info
 
 
+def test_drag_and_scroll_on_a_paused_clock(sb: BrowserProvider) -> None:
+    """Input that waits for the renderer (a drag's moves, a wheel) completes on paused virtual time.
+
+    Chromium holds those answers until the page's clock runs; the action lets it run for the moment
+    it needs and pauses it again (this used to time out after 10 s).
+    """
+    sb.call("goto", {"url": data_url(INPUTS)})
+    paused = sb.call("virtual_time", {"mode": "pause"})
+    sb.act(Drag(x1=400, y1=400, x2=500, y2=450))
+    log = text(sb, "#log")
+    assert "mousedown:400,400" in log and log.endswith("mouseup:500,450"), log
+    sb.act(Scroll(x=600, y=400, direction="down", amount=2))
+    assert wait_for(lambda: _top(sb, "#t") == 10 - 200), _top(sb, "#t")
+    after = sb.call("virtual_time", {"mode": "pause"})
+    assert after["mode"] == "paused" and sb.observe().info["virtual_time"] == "paused"
+    assert 0 <= after["page_time_ms"] - paused["page_time_ms"] < 10_000  # ran only while it waited
+
+
 # --- screencast --------------------------------------------------------------------------------------
 
 
