@@ -121,6 +121,17 @@ ROLLOUT_LEASE_WAIT_SECONDS = env_int("ROLLOUT_LEASE_WAIT_SECONDS", 120, minimum=
 # A demonstration's sandbox stays leased this long without a sign of life from its page (renewed
 # every half minute while the annotator is connected), so a reload or a short outage loses nothing.
 DEMO_LEASE_SECONDS = env_int("DEMO_LEASE_SECONDS", 600, minimum=30)
+# Training: a worker heartbeats its run every TRAINING_HEARTBEAT_SECONDS from a thread; the beat
+# reaper re-queues a run silent for TRAINING_STALE_SECONDS (it resumes from its last checkpoint); a
+# running trainer reads its stop request every TRAINING_STOP_POLL_SECONDS.
+TRAINING_HEARTBEAT_S = env_int("TRAINING_HEARTBEAT_SECONDS", 10, minimum=1)
+TRAINING_STALE_S = env_int("TRAINING_STALE_SECONDS", 60, minimum=2)
+TRAINING_STOP_POLL_S = env_int("TRAINING_STOP_POLL_SECONDS", 2, minimum=1)
+if TRAINING_STALE_S <= TRAINING_HEARTBEAT_S:
+    raise ImproperlyConfigured(
+        f"TRAINING_STALE_SECONDS ({TRAINING_STALE_S}) must be longer than TRAINING_HEARTBEAT_SECONDS "
+        f"({TRAINING_HEARTBEAT_S}), or live runs would be reaped"
+    )
 
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
 CHANNEL_LAYERS = {

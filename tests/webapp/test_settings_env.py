@@ -97,6 +97,28 @@ def test_settings_refuse_a_bad_database_url():
     assert "DATABASE_URL='mysql://x/y' has scheme 'mysql'" in result.stderr
 
 
+def test_training_timings_come_from_the_environment_and_must_be_consistent():
+    code = "from django.conf import settings as s; print(s.TRAINING_STALE_S, s.TRAINING_HEARTBEAT_S)"
+    env = {
+        "DEBUG": "0",
+        "SECRET_KEY": "k" * 40,
+        "TRAINING_STALE_SECONDS": "120",
+        "TRAINING_HEARTBEAT_SECONDS": "5",
+    }
+    base = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "DATABASE_URL")}
+    ok = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, **env, "DJANGO_SETTINGS_MODULE": "webapp.settings"},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert ok.returncode == 0 and ok.stdout.split() == ["120", "5"], ok.stderr
+    result = _settings_import({**env, "TRAINING_STALE_SECONDS": "5"})
+    assert result.returncode != 0
+    assert "TRAINING_STALE_SECONDS (5) must be longer than TRAINING_HEARTBEAT_SECONDS (5)" in result.stderr
+
+
 @pytest.mark.django_db
 def test_sqlite_runs_in_wal_mode():
     from django.db import connection
