@@ -131,6 +131,7 @@ class BrowserProvider(Provider):
         self._procs: BrowserProcs | None = None
         self._cast: Screencast | None = None
         self._stopped = False
+        self._episode_task: str | None = None  # the MiniWoB task miniwob_start last started here
 
     # --- plumbing ---------------------------------------------------------------------------------
 
@@ -293,6 +294,7 @@ class BrowserProvider(Provider):
     def reset(self) -> None:
         """A fresh context on about:blank (no cookies, storage, downloads); relaunch a dead browser."""
         t0 = time.perf_counter()
+        self._episode_task = None
         relaunched = False
         if self.downloads.is_dir():
             shutil.rmtree(self.downloads, ignore_errors=True)
@@ -605,6 +607,7 @@ class BrowserProvider(Provider):
 
     def _call_goto(self, params: dict[str, Any]) -> dict[str, Any]:
         url = self._check_url(params.get("url"))
+        self._episode_task = None
         # A page that used virtual time is replaced before the load: give that its own time.
         fresh = 10 if self._clock is not None and self._clock.dirty else 0
         return self._run(lambda: self._navigate(url), timeout=NAV_TIMEOUT_MS / 1000 + 5 + fresh, what="goto")
@@ -631,12 +634,21 @@ class BrowserProvider(Provider):
             before = pause if params.get("paused") else None
             out = await miniwob.start_episode(self.page, task=task, seed=seed, mode=mode, before_start=before)
             vt = self._clock.mode if self._clock else "realtime"
+            self._episode_task = task
             return {**out, "url": self.page.url, "virtual_time": vt}
 
+        self._episode_task = None
         return self._run(go, timeout=NAV_TIMEOUT_MS / 1000 + 10, what="miniwob_start")
 
     def _call_miniwob_reward(self, params: dict[str, Any]) -> dict[str, Any]:
-        return self._run(lambda: miniwob.read_reward(self.page), what="miniwob_reward")
+        """The task's verdict; a page the agent navigated away from (back, a link) is a failed episode."""
+        try:
+            return self._run(lambda: miniwob.read_reward(self.page), what="miniwob_reward")
+        except miniwob.MiniWobError:
+            if self._episode_task is None:  # no episode was started here: the caller's mistake
+                raise
+            left = {"done": False, "reward": 0.0, "raw_reward": 0.0, "success": 0, "episode": None}
+            return {**left, "reason": f"the page left task {self._episode_task}: now at {self.page.url}"}
 
     def _call_virtual_time(self, params: dict[str, Any]) -> dict[str, Any]:
         mode = params.get("mode")

@@ -168,5 +168,16 @@ def test_bad_miniwob_calls_are_rejected(sb: BrowserProvider) -> None:
         sb.call("miniwob_start", {"task": "click-button", "seed": [1]})
     sb.call("goto", {"url": "about:blank"})
     with pytest.raises(InvalidParams):
-        sb.call("miniwob_reward", {})
+        sb.call("miniwob_reward", {})  # no episode was started on this page
     assert "click-button" in sb.call("miniwob_tasks", {})["tasks"]
+
+
+@needs_chromium
+def test_an_episode_whose_page_was_left_is_a_failure(sb: BrowserProvider) -> None:
+    """An agent that reloads or navigates away from the task gets a failed episode, not an error."""
+    sb.call("miniwob_start", {"task": "click-button", "seed": 3, "paused": True})
+    assert reward(sb)["success"] == 0 and not reward(sb)["done"]
+    # As a link or the history would take the page elsewhere (the random policy manages it):
+    sb._run(lambda: sb.page.evaluate("location.href = 'about:blank'"), what="leave")
+    r = reward(sb)
+    assert r["success"] == 0 and r["reward"] == 0 and "left task click-button" in r["reason"], r
