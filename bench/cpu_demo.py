@@ -23,6 +23,7 @@ where RL did not help.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -132,20 +133,38 @@ def main() -> None:
     eval_seeds = list(range(args.eval))
     greedy = {k: v for k, v in POLICY_CONFIG.items() if k != "observation"}
     try:
-        examples, texts = demonstrations(pool, specs, args.demos)
+        # Demonstrations and the random baseline depend only on the tasks and seeds: a run in the same
+        # --workdir reuses them (the JSON says so).
+        demo_cache = work / f"demos-{'+'.join(sorted(specs))}-{args.demos}.json".replace("/", "_")
+        if demo_cache.exists():
+            cached = json.loads(demo_cache.read_text())
+            examples, texts = [SFTExample(**e) for e in cached["examples"]], cached["texts"]
+            print(f"demonstrations: {len(examples)} examples reused from {demo_cache}", flush=True)
+            results["demonstrations_reused"] = str(demo_cache)
+        else:
+            examples, texts = demonstrations(pool, specs, args.demos)
+            cached = {"examples": [dataclasses.asdict(e) for e in examples], "texts": texts}
+            demo_cache.write_text(json.dumps(cached))
         results["demonstrations"] = len(examples)
-        t = time.monotonic()
-        results["random"] = _with_mean(
-            evaluate(
-                pool,
-                specs,
-                eval_seeds,
-                lambda: make_policy("random", seed=0),
-                max_steps=EVAL_STEPS,
-                attempts=1,
+        random_cache = work / f"random-{'+'.join(sorted(specs))}-{args.eval}.json".replace("/", "_")
+        if random_cache.exists():
+            results["random"] = json.loads(random_cache.read_text())
+            results["random_reused"] = str(random_cache)
+            print(f"random policy: reused {random_cache}: {results['random']}", flush=True)
+        else:
+            t = time.monotonic()
+            results["random"] = _with_mean(
+                evaluate(
+                    pool,
+                    specs,
+                    eval_seeds,
+                    lambda: make_policy("random", seed=0),
+                    max_steps=EVAL_STEPS,
+                    attempts=1,
+                )
             )
-        )
-        print(f"random policy evaluated in {time.monotonic() - t:.0f} s: {results['random']}", flush=True)
+            random_cache.write_text(json.dumps(results["random"]))
+            print(f"random policy evaluated in {time.monotonic() - t:.0f} s: {results['random']}", flush=True)
         for seed in [int(s) for s in args.seeds.split(",")]:
             base = build_tiny_policy(work / f"seed{seed}" / "base", corpus=texts, seed=seed)
             sft_cfg = validate_config(
