@@ -115,6 +115,7 @@ def main() -> None:
     ap.add_argument("--rl-iterations", type=int, default=12)
     ap.add_argument("--episodes-per-iteration", type=int, default=16)
     ap.add_argument("--algorithm", choices=("grpo", "ppo"), default="grpo")
+    ap.add_argument("--rl-lr", type=float, default=5e-4)
     ap.add_argument("--eval", type=int, default=20, help="held-back evaluation seeds per task (0..N-1)")
     ap.add_argument("--out", default="var/bench/cpu_demo.json")
     ap.add_argument("--workdir", default="")
@@ -166,48 +167,58 @@ def main() -> None:
             random_cache.write_text(json.dumps(results["random"]))
             print(f"random policy evaluated in {time.monotonic() - t:.0f} s: {results['random']}", flush=True)
         for seed in [int(s) for s in args.seeds.split(",")]:
-            base = build_tiny_policy(work / f"seed{seed}" / "base", corpus=texts, seed=seed)
-            sft_cfg = validate_config(
-                "sft",
-                {"max_steps": args.sft_steps, "batch_size": 16, "lr": 3e-3, "warmup_steps": 20,
-                 "checkpoint_every": 10_000, "seed": seed},
-            )  # fmt: skip
-            t = time.monotonic()
-            run(RunSpec("sft", sft_cfg, base, work / f"seed{seed}" / "sft"), Hooks(f"seed {seed} sft"),
-                examples=examples)  # fmt: skip
+            # An SFT run of the same length in the same --workdir is reused with its evaluation, so
+            # RL settings can be compared from one SFT policy (the JSON says so).
             sft_dir = latest_checkpoint(work / f"seed{seed}" / "sft")
-            assert sft_dir is not None
-            sft_s = time.monotonic() - t
-            sft_eval = evaluate(
-                pool,
-                specs,
-                eval_seeds,
-                lambda d=sft_dir, g=greedy: make_policy("local", model_path=str(d), **g),
-                max_steps=EVAL_STEPS,
-            )
-            print(f"[seed {seed}] SFT-only: {sft_eval}", flush=True)
+            sft_cache = work / f"seed{seed}" / "sft_eval.json"
+            if sft_dir is not None and sft_dir.name == f"step-{args.sft_steps:06d}" and sft_cache.exists():
+                sft_eval, sft_s = json.loads(sft_cache.read_text()), 0.0
+                print(f"[seed {seed}] SFT-only (reused {sft_dir}): {sft_eval}", flush=True)
+            else:
+                base = build_tiny_policy(work / f"seed{seed}" / "base", corpus=texts, seed=seed)
+                sft_cfg = validate_config(
+                    "sft",
+                    {"max_steps": args.sft_steps, "batch_size": 16, "lr": 3e-3, "warmup_steps": 20,
+                     "checkpoint_every": 10_000, "seed": seed},
+                )  # fmt: skip
+                t = time.monotonic()
+                run(RunSpec("sft", sft_cfg, base, work / f"seed{seed}" / "sft"), Hooks(f"seed {seed} sft"),
+                    examples=examples)  # fmt: skip
+                sft_dir = latest_checkpoint(work / f"seed{seed}" / "sft")
+                assert sft_dir is not None
+                sft_s = time.monotonic() - t
+                sft_eval = evaluate(
+                    pool,
+                    specs,
+                    eval_seeds,
+                    lambda d=sft_dir, g=greedy: make_policy("local", model_path=str(d), **g),
+                    max_steps=EVAL_STEPS,
+                )
+                sft_cache.write_text(json.dumps(sft_eval))
+                print(f"[seed {seed}] SFT-only: {sft_eval}", flush=True)
             rl_cfg = validate_config(
                 args.algorithm,
                 {"iterations": args.rl_iterations, "episodes_per_iteration": args.episodes_per_iteration,
-                 "lr": 5e-4, "minibatch_size": 16, "checkpoint_every": 10_000, "seed": seed,
+                 "lr": args.rl_lr, "minibatch_size": 16, "checkpoint_every": 10_000, "seed": seed,
                  "max_steps_per_episode": 6, "max_new_tokens": 48, "temperature": 1.0,
                  **({"value_pretrain_steps": 2} if args.algorithm == "ppo" else {})},
             )  # fmt: skip
             source = LocalRolloutSource(
                 specs, pool, policy={**greedy, "temperature": 1.0, "seed": None, "max_new_tokens": 48}
             )
+            rl_out = work / f"seed{seed}" / f"rl-{args.algorithm}-lr{args.rl_lr:g}"
             t = time.monotonic()
             hooks = Hooks(f"seed {seed} {args.algorithm}")
             try:
                 run(
-                    RunSpec(args.algorithm, rl_cfg, sft_dir, work / f"seed{seed}" / "rl"),
+                    RunSpec(args.algorithm, rl_cfg, sft_dir, rl_out),
                     hooks,
                     source=source,
                 )
             finally:
                 source.close()
             rl_s = time.monotonic() - t
-            rl_dir = latest_checkpoint(work / f"seed{seed}" / "rl")
+            rl_dir = latest_checkpoint(rl_out)
             assert rl_dir is not None
             rl_eval = evaluate(
                 pool,
