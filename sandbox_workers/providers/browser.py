@@ -642,8 +642,20 @@ class BrowserProvider(Provider):
 
     def _call_miniwob_reward(self, params: dict[str, Any]) -> dict[str, Any]:
         """The task's verdict; a page the agent navigated away from (back, a link) is a failed episode."""
+
+        async def go() -> dict[str, Any]:
+            for _ in range(3):  # a navigation the agent started may still be under way
+                try:
+                    return await miniwob.read_reward(self.page)
+                except PlaywrightError as exc:
+                    if self.page.is_closed() or "context was destroyed" not in exc.message:
+                        raise
+                    with contextlib.suppress(PlaywrightError):
+                        await self.page.wait_for_load_state("domcontentloaded", timeout=2000)
+            return await miniwob.read_reward(self.page)
+
         try:
-            return self._run(lambda: miniwob.read_reward(self.page), what="miniwob_reward")
+            return self._run(go, what="miniwob_reward")
         except miniwob.MiniWobError:
             if self._episode_task is None:  # no episode was started here: the caller's mistake
                 raise

@@ -28,6 +28,7 @@ from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN
 from tests.webapp.annotation.conftest import note_task
 from tests.webapp.annotation.test_demo_real import keys
+from webapp.annotation.control import control_held_by
 from webapp.annotation.services import demo_start
 from webapp.annotation.session import LiveSession
 from webapp.catalog.models import Task
@@ -111,11 +112,18 @@ def run_batch(suite: Any, policy: PolicyVersion, personas: Personas) -> RolloutB
     return batch
 
 
+def holds_control(episode_id: int, user: Any) -> bool:
+    sandbox_id = Episode.objects.get(pk=episode_id).sandbox_id
+    return sandbox_id is not None and control_held_by(sandbox_id=sandbox_id, user=user)
+
+
 def demonstrate(personas: Personas, *, right: bool) -> Episode:
     """A real demonstration of the note task through the session recorder (the page's server side)."""
     task = Task.objects.filter(slug="demo-write-note").first() or note_task()
     episode = demo_start(task=task, annotator=personas.annotator)
+    # Running comes first; control is handed over once the task is set up on the sandbox.
     until(lambda: Episode.objects.get(pk=episode.pk).status == "running", "the demonstration's sandbox", 120)
+    until(lambda: holds_control(episode.pk, personas.annotator), "control of the sandbox", 120)
     session = LiveSession(episode_id=episode.pk, user=personas.annotator)
     session.set_thought("The terminal has focus; I write the note.")
     session.input(keys("echo hello > note.txt\n" if right else "echo nope > note.txt\n", time.monotonic()))

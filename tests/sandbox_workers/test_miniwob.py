@@ -175,9 +175,13 @@ def test_bad_miniwob_calls_are_rejected(sb: BrowserProvider) -> None:
 @needs_chromium
 def test_an_episode_whose_page_was_left_is_a_failure(sb: BrowserProvider) -> None:
     """An agent that reloads or navigates away from the task gets a failed episode, not an error."""
-    sb.call("miniwob_start", {"task": "click-button", "seed": 3, "paused": True})
+    sb.call("miniwob_start", {"task": "click-button", "seed": 3})
     assert reward(sb)["success"] == 0 and not reward(sb)["done"]
-    # As a link or the history would take the page elsewhere (the random policy manages it):
-    sb._run(lambda: sb.page.evaluate("location.href = 'about:blank'"), what="leave")
+
+    async def leave() -> None:  # as a link or the history would (the random policy manages it)
+        async with sb.page.expect_navigation():
+            await sb.page.evaluate("setTimeout(() => { location.href = 'about:blank'; }, 0)")
+
+    sb._run(leave, what="leave")
     r = reward(sb)
     assert r["success"] == 0 and r["reward"] == 0 and "left task click-button" in r["reason"], r
