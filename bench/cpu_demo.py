@@ -133,6 +133,15 @@ def main() -> None:
     results: dict[str, Any] = {"tasks": tasks, "args": vars(args), "seeds": []}
     eval_seeds = list(range(args.eval))
     greedy = {k: v for k, v in POLICY_CONFIG.items() if k != "observation"}
+
+    def evaluate_greedy(model_dir: Path) -> dict[str, float]:
+        """A checkpoint's success per task on the held-back seeds, greedy, EVAL_STEPS steps at most."""
+
+        def policy() -> Any:
+            return make_policy("local", model_path=str(model_dir), **greedy)
+
+        return evaluate(pool, specs, eval_seeds, policy, max_steps=EVAL_STEPS)
+
     try:
         # Demonstrations and the random baseline depend only on the tasks and seeds: a run in the same
         # --workdir reuses them (the JSON says so).
@@ -187,13 +196,7 @@ def main() -> None:
                 sft_dir = latest_checkpoint(work / f"seed{seed}" / "sft")
                 assert sft_dir is not None
                 sft_s = time.monotonic() - t
-                sft_eval = evaluate(
-                    pool,
-                    specs,
-                    eval_seeds,
-                    lambda d=sft_dir, g=greedy: make_policy("local", model_path=str(d), **g),
-                    max_steps=EVAL_STEPS,
-                )
+                sft_eval = evaluate_greedy(sft_dir)
                 sft_cache.write_text(json.dumps(sft_eval))
                 print(f"[seed {seed}] SFT-only: {sft_eval}", flush=True)
             rl_cfg = validate_config(
@@ -220,13 +223,7 @@ def main() -> None:
             rl_s = time.monotonic() - t
             rl_dir = latest_checkpoint(rl_out)
             assert rl_dir is not None
-            rl_eval = evaluate(
-                pool,
-                specs,
-                eval_seeds,
-                lambda d=rl_dir, g=greedy: make_policy("local", model_path=str(d), **g),
-                max_steps=EVAL_STEPS,
-            )
+            rl_eval = evaluate_greedy(rl_dir)
             print(f"[seed {seed}] SFT+RL: {rl_eval}", flush=True)
             util = [m["rl/env_utilisation"] for _, m in hooks.metrics if "rl/env_utilisation" in m]
             results["seeds"].append(

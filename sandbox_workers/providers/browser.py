@@ -469,7 +469,7 @@ class BrowserProvider(Provider):
             timeout += float(action.seconds) + 30.0
         elif isinstance(action, A.Type):
             timeout += len(action.content) * 0.02
-        elif isinstance(action, A.Drag):  # on a paused clock every move of it waits for a nudged frame
+        elif isinstance(action, A.Drag):  # on a paused clock every move of it waits for the clock to run
             timeout += OP_TIMEOUT
 
         async def go() -> None:
