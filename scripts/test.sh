@@ -25,15 +25,26 @@ mypy
 
 start_redis
 status=0
+# Each phase's output is also kept, so the end of the run can name every failure of both phases
+# (a CI log is often read from its tail only).
+logs="$FLYWHEEL_VAR_DIR/test-logs"
+rm -rf "$logs" && mkdir -p "$logs"
 if [ "${FAST:-0}" = 1 ]; then
   echo "[test] fast tests on SQLite"
-  pytest -m "not slow" "$@" || status=$?
+  pytest -m "not slow" "$@" 2>&1 | tee "$logs/sqlite.log" || status=$?
 else
   start_postgres
   echo "[test] the whole suite on PostgreSQL"
-  pytest "$@" || status=$?
+  pytest "$@" 2>&1 | tee "$logs/postgres.log" || status=$?
   echo "[test] fast tests again on the embedded default, SQLite"
-  DATABASE_URL= pytest -m "not slow and not postgres" -p no:cacheprovider -q "$@" || status=$?
+  DATABASE_URL= pytest -m "not slow and not postgres" -p no:cacheprovider -q "$@" 2>&1 \
+    | tee "$logs/sqlite.log" || status=$?
 fi
+for f in "$logs"/*.log; do
+  if grep -qE '^(FAILED|ERROR) ' "$f"; then
+    echo "[test] failures in the $(basename "$f" .log) phase:"
+    grep -E '^(FAILED|ERROR) ' "$f" | cut -c1-400
+  fi
+done
 echo "[test] finished in $(( $(date +%s) - t0 )) s with status $status"
 exit $status

@@ -90,6 +90,7 @@ T = TypeVar("T")
 OP_TIMEOUT = 10.0  # seconds a worker waits for one operation (Playwright's own limit is below it)
 PW_TIMEOUT_MS = 5000
 NAV_TIMEOUT_MS = 15000
+FRESH_PAGE_S = 8.0  # seconds Chromium gets to open a fresh page before the whole context is replaced
 DOM_CAP = 200_000
 DATA_URL_CAP = 2_000_000
 PAUSED_NUDGE_S = 0.25  # a capture or an action on paused virtual time waits this long before the clock runs
@@ -127,6 +128,7 @@ class BrowserProvider(Provider):
         self._cdp: CDPSession | None = None
         self._clock: VirtualClock | None = None
         self._closing: asyncio.Future[None] | None = None  # an old page closing in the background
+        self._phase = ""  # what the current operation is doing, for a timeout's message
         self._spec: LaunchSpec | None = None
         self._procs: BrowserProcs | None = None
         self._cast: Screencast | None = None
@@ -141,11 +143,13 @@ class BrowserProvider(Provider):
             raise EnvError(f"browser sandbox {self.sandbox_id} is not started")
         if not self._browser.is_connected():
             raise EnvError(f"browser {what} failed: the browser is gone{self._death_note()}")
+        self._phase = ""
         try:
             return self._loop.run(fn, timeout=timeout)
         except TimeoutError as exc:
             limit = f" after {timeout:g} s" if isinstance(exc, LoopTimeout) else ""
-            raise EnvError(f"browser {what} timed out{limit}{self._death_note()}") from exc
+            at = f" while {self._phase}" if self._phase else ""
+            raise EnvError(f"browser {what} timed out{limit}{at}{self._death_note()}") from exc
         except PlaywrightError as exc:
             first = (exc.message or str(exc)).strip().splitlines()[0][:300]
             raise EnvError(f"browser {what} failed: {first}{self._death_note()}") from exc
@@ -259,12 +263,30 @@ class BrowserProvider(Provider):
                 log.warning("restarting the screencast of %s failed", self.sandbox_id, exc_info=True)
 
     async def _fresh_page(self) -> None:
-        """A new page in the same context: the only way back to true real time (see VirtualClock)."""
+        """A new page in the same context: the only way back to true real time (see VirtualClock).
+
+        If Chromium does not give one within FRESH_PAGE_S, a new context carrying the cookies and
+        storage replaces the whole context (the navigation goes on instead of timing out).
+        """
         assert self._context is not None
         old, clock = self._page, self._clock
         if clock is not None:
+            self._phase = "stopping the virtual-time pacer"
             await clock.close()
-        await self._attach(await self._context.new_page())
+        self._phase = "opening a fresh page"
+        try:
+            page = await asyncio.wait_for(self._context.new_page(), FRESH_PAGE_S)
+        except (PlaywrightError, TimeoutError) as exc:
+            log.warning("a fresh page for %s did not open (%s); opening a new context", self.sandbox_id, exc)
+            self._phase = "reading the storage of the old context"
+            state = None
+            with contextlib.suppress(PlaywrightError, TimeoutError):
+                state = await asyncio.wait_for(self._context.storage_state(), 3)
+            self._phase = "opening a new context"
+            await self._open_page(state)
+            return
+        self._phase = "attaching to the fresh page"
+        await self._attach(page)
         if old is not None:
             # Closing the old page does not hold up the navigation that asked for a fresh one: under
             # load a close can take seconds, and the old page is nobody's any more.
@@ -591,6 +613,7 @@ class BrowserProvider(Provider):
         if self._clock is not None and self._clock.dirty:
             await self._fresh_page()  # a load never finishes on a paused clock; a new page runs in real time
         page, status, error = self.page, None, None
+        self._phase = "loading the page"
         try:
             resp = await page.goto(url, wait_until="load")
             status = resp.status if resp is not None else None
@@ -609,7 +632,7 @@ class BrowserProvider(Provider):
         url = self._check_url(params.get("url"))
         self._episode_task = None
         # A page that used virtual time is replaced before the load: give that its own time.
-        fresh = 10 if self._clock is not None and self._clock.dirty else 0
+        fresh = 20 if self._clock is not None and self._clock.dirty else 0
         return self._run(lambda: self._navigate(url), timeout=NAV_TIMEOUT_MS / 1000 + 5 + fresh, what="goto")
 
     def _call_miniwob_start(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -283,6 +283,28 @@ def test_virtual_time_pause_advance_accelerate(sb: BrowserProvider) -> None:
     assert "virtual_time" not in sb.observe().info
 
 
+def test_a_fresh_page_that_does_not_open_gives_a_new_context(
+    sb: BrowserProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If Chromium is too slow to open the fresh page a navigation off virtual time needs, a whole new
+    context replaces the old one and the navigation still completes on the wall clock."""
+    import sandbox_workers.providers.browser as browser_mod
+
+    sb.call("goto", {"url": data_url(COUNTER)})
+    sb.call("virtual_time", {"mode": "pause"})
+    old_context = sb._context
+    monkeypatch.setattr(browser_mod, "FRESH_PAGE_S", 0.0)
+    nav = sb.call("goto", {"url": data_url(COUNTER)})
+    assert nav["error"] is None and sb._context is not old_context
+    assert wait_for(lambda: int(text(sb, "#c")) >= 3, timeout=2)
+    assert "virtual_time" not in sb.observe().info
+    monkeypatch.undo()
+    sb.call("virtual_time", {"mode": "pause"})
+    context = sb._context
+    sb.call("goto", {"url": data_url(COUNTER)})  # the usual way again: a fresh page, same context
+    assert sb._context is context and wait_for(lambda: int(text(sb, "#c")) >= 3, timeout=2)
+
+
 def test_drag_and_scroll_on_a_paused_clock(sb: BrowserProvider) -> None:
     """Input that waits for the renderer (a drag's moves, a wheel) completes on paused virtual time.
 
