@@ -24,7 +24,7 @@ from agent_core.actions import ActionError, Finished, action_from_dict
 from agent_core.env import EnvError
 from agent_core.tasks.runner import PreparedTask, evaluate, prepare
 from agent_core.tasks.spec import TaskSpecError, parse_task
-from sandbox_workers.agent_env import SandboxEnv
+from sandbox_workers.agent_env import A11yMode, SandboxEnv
 from sandbox_workers.base import SandboxError
 from sandbox_workers.client import LeasedSandbox
 from webapp.annotation.control import control_assign, control_clear
@@ -248,11 +248,12 @@ def demo_lease(*, episode: Episode) -> Lease:
     return lease
 
 
-def demo_env(*, episode: Episode, lease: Lease | None = None) -> SandboxEnv:
-    """An environment acting on the episode's leased sandbox from this process."""
+def demo_env(*, episode: Episode, lease: Lease | None = None, a11y: A11yMode = False) -> SandboxEnv:
+    """An environment acting on the episode's leased sandbox from this process (`a11y`: what it adds to
+    each screenshot, as for a rollout)."""
     lease = lease or demo_lease(episode=episode)
     leased = host_client(lease.sandbox.host).lease(lease_info(lease))
-    return SandboxEnv(leased, platform=parse_task(episode.task.spec).platform)
+    return SandboxEnv(leased, platform=parse_task(episode.task.spec).platform, a11y=a11y)
 
 
 def demo_renew(*, episode: Episode, env: SandboxEnv) -> None:

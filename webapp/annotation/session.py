@@ -27,7 +27,7 @@ from agent_core.grammar import ActionParseError, parse_edited_action
 from agent_core.policies.base import EpisodeContext, Policy, PolicyError
 from agent_core.recording import Commit, EventMerger, Execute, MergeOp, RawEvent, RecordingError, Start
 from agent_core.trajectory import StepRecord
-from sandbox_workers.agent_env import SandboxEnv
+from sandbox_workers.agent_env import A11yMode, SandboxEnv
 from sandbox_workers.base import SandboxError
 from webapp.annotation.control import control_held_by
 from webapp.annotation.services import DemoError, demo_env, demo_renew, demo_submit, prepared_of
@@ -70,8 +70,22 @@ class LiveSession:
     @property
     def env(self) -> SandboxEnv:
         if self._env is None:
-            self._env = demo_env(episode=self.episode)
+            self._env = demo_env(episode=self.episode, a11y=self._observation())
         return self._env
+
+    def _observation(self) -> A11yMode:
+        """An interactive episode observes as its policy's rollouts do (the "elements" text of a page, an
+        accessibility tree), so the policy proposes from what it was trained on and the recorded steps
+        train it the same way; a person's own demonstration keeps the screenshot alone."""
+        version = self.episode.policy_version
+        if version is None or self.episode.source == Source.HUMAN:
+            return False
+        from webapp.rollouts.policies import observation_for
+
+        try:
+            return observation_for(version)
+        except PolicyError:
+            return False  # propose() names the policy's problem
 
     @property
     def merger(self) -> EventMerger:
@@ -178,6 +192,7 @@ class LiveSession:
             action_text=action_text,
             thought=thought if thought is not None else self.thought.strip(),
             screenshot_png=obs.screenshot,
+            a11y_tree=obs.a11y,
             screenshot_ext="jpg" if obs.mime == "image/jpeg" else "png",
             screen_size=screen,
             proposed_thought=proposal.thought if proposal else "",
@@ -230,10 +245,11 @@ class LiveSession:
             raise DemoError("this episode has no policy to propose steps (start an interactive one)")
         self.flush()
         if self._policy is None:
-            from webapp.rollouts.policies import policy_for
+            from webapp.rollouts.policies import observation_for, policy_for
 
             prepared = prepared_of(self.episode)
             try:
+                observation_for(version)
                 policy = policy_for(version)
             except PolicyError as exc:
                 raise DemoError(f"policy {version.name}: {exc}") from None

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.test import override_settings
 
 from agent_core.policies.base import Policy, PolicyInput, PolicyOutput
+from agent_core.policies.local import text_only_messages
 from tests.conftest import Personas
-from tests.sandbox_workers.hostproc import TOKEN
+from tests.procs import wait_for
+from tests.sandbox_workers.hostproc import TOKEN, HostProc
 from tests.webapp.annotation.conftest import note_task
 from tests.webapp.annotation.test_demo_real import keys
 from webapp.annotation.services import DemoError, demo_prepare, demo_start
 from webapp.annotation.session import LiveSession
+from webapp.catalog.models import Task
+from webapp.catalog.services import suite_load
 from webapp.episodes.models import Step
+from webapp.sandboxes.models import Sandbox
 from webapp.training.models import PolicyVersion
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -28,9 +36,11 @@ class Scripted(Policy):
 
     def __init__(self, replies: list[str]) -> None:
         self.replies = list(replies)
+        self.prompts: list[str] = []
 
     def act(self, inp: PolicyInput) -> PolicyOutput:
         assert inp.messages, "an interactive proposal gets the model prompt"
+        self.prompts.append(str(inp.messages))
         return PolicyOutput(text=self.replies.pop(0))
 
 
@@ -103,3 +113,75 @@ def test_keys_typed_while_paused_reach_the_sandbox_but_are_not_recorded(
     assert [s.action["content"] for s in steps] == ["ls\n"]
     assert steps[0].info["paused_before_s"] >= 0
     assert done.reward == 1.0  # what was typed during the pause did happen in the sandbox
+
+
+@pytest.fixture
+def browser_host(live_server: Any, tmp_path: Path) -> Iterator[HostProc]:
+    """A host with one warm browser sandbox, registered with the test database."""
+    profiles = {"browser": {"provider": "browser", "min_idle": 1, "max_total": 1}}
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        host = HostProc(
+            name="demo-browser-host", var=tmp_path, profiles=profiles, web_url=live_server.url, slot_base=272
+        )
+        host.start()
+        try:
+            assert wait_for(
+                lambda: Sandbox.objects.filter(state="idle", profile="browser").exists(),
+                timeout=120,
+                interval=0.3,
+            ), "no idle browser sandbox registered"
+            yield host
+        finally:
+            host.stop()
+
+
+def test_an_interactive_episode_observes_as_its_policy_does_and_records_that_text(
+    browser_host: Any, personas: Personas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text policy (observation "elements") proposes from the page's element list, as in its rollouts,
+    and every recorded step keeps that list, so the episode trains it on the prompts it will see."""
+    suite_load(name="miniwob")
+    task = Task.objects.get(slug="miniwob/click-test")
+    Task.objects.filter(pk=task.pk).update(is_published=True)
+
+    class ClickTheButton(Scripted):
+        """Reads the button's centre from the element list in its prompt, as the tiny policy must."""
+
+        def act(self, inp: PolicyInput) -> PolicyOutput:
+            # The prompt as a text model gets it (screenshots replaced by the observation's text).
+            prompt = str(text_only_messages(inp.messages, inp.observation.a11y))
+            self.prompts.append(prompt)
+            m = re.search(r"button \"Click Me!\" @\((\d+),(\d+)\)", prompt)
+            assert m, f"no button with its centre in the prompt's text: {prompt}"
+            return PolicyOutput(text=f"Thought: press it.\nAction: click(start_box='({m[1]},{m[2]})')")
+
+    policy = ClickTheButton([])
+    monkeypatch.setattr("webapp.rollouts.policies.policy_for", lambda version: policy)
+    monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", lambda episode_id: None)
+    elements = {"observation": "elements"}
+    version = PolicyVersion.objects.create(name="text-proposer", backend="noop", config=elements)
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        episode = demo_start(task=task, annotator=personas.annotator, policy_version=version)
+        episode = demo_prepare(episode_id=episode.pk)
+        assert episode is not None and episode.status == "running", episode and episode.error_message
+        session = LiveSession(episode_id=episode.pk, user=personas.annotator)
+        session.propose()
+        session.accept()
+        done = session.submit()
+        session.close()
+    assert done.reward == 1.0, done.check_details
+    (step,) = Step.objects.filter(episode=episode)
+    assert step.actor == "agent" and step.a11y_tree.name
+    with step.a11y_tree.open("rb") as f:
+        recorded = f.read().decode()
+    assert "Click Me" in recorded and "Click Me" in policy.prompts[0]
+
+    # A policy whose observation is not one the platform knows is refused by name, before it runs.
+    PolicyVersion.objects.filter(pk=version.pk).update(config={"observation": "smell"})
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        episode = demo_start(task=task, annotator=personas.annotator, policy_version=version)
+        demo_prepare(episode_id=episode.pk)
+        session = LiveSession(episode_id=episode.pk, user=personas.annotator)
+        with pytest.raises(DemoError, match="observation must be one of"):
+            session.propose()
+        session.close()
