@@ -19,6 +19,8 @@ app.conf.task_default_queue = "rollouts"
 app.conf.task_routes = {
     # A training worker runs one job for hours: its reaper runs where work is short.
     "webapp.training.tasks.training_runs_reap": {"queue": "sandboxes"},
+    # A merge of checkpoints is file work of minutes: it must not wait behind a run of hours.
+    "webapp.training.tasks.policy_merge_task": {"queue": "datasets"},
     "webapp.training.tasks.*": {"queue": "training"},
     "webapp.sandboxes.tasks.*": {"queue": "sandboxes"},
     "webapp.catalog.tasks.*": {"queue": "sandboxes"},

@@ -183,13 +183,21 @@ def _copied(file: Path) -> bool:
     return file.is_file() and file.name not in _NOT_COPIED and not file.name.endswith(_NOT_COPIED_SUFFIXES)
 
 
+def check_mergeable(paths: Sequence[Path], weights: Sequence[float]) -> str | None:
+    """The checks a merge makes before it reads a tensor (weights, architectures, declared bases), from
+    the configs alone: cheap enough to refuse a request at once. Returns the shared declared base."""
+    paths = [Path(p) for p in paths]
+    _check_weights(weights, len(paths))
+    _check_configs(paths)
+    return _shared_base(paths)
+
+
 def interpolate_checkpoints(paths: Sequence[Path], weights: Sequence[float], out: Path) -> Path:
     """Merge save_pretrained checkpoints of the same base with `weights` into `out`; returns `out`."""
     paths = [Path(p) for p in paths]
     out = Path(out)
-    ws = _check_weights(weights, len(paths))
-    _check_configs(paths)
-    base = _shared_base(paths)
+    base = check_mergeable(paths, weights)
+    ws = [float(w) for w in weights]
     if out.exists() and any(out.iterdir()):
         raise InterpolationError(f"{out} already exists and is not empty")
     if any(out.resolve() == p.resolve() for p in paths):

@@ -12,7 +12,8 @@ from ninja.errors import HttpError
 
 from webapp.catalog.models import TaskSuite
 from webapp.common.api import ErrorOut, PageIn, api_enum, object_or_404, page_of, require_perm
-from webapp.training.models import Checkpoint, PolicyVersion, TrainingRun
+from webapp.training.merging import policy_merge_request
+from webapp.training.models import Checkpoint, PolicyMerge, PolicyVersion, TrainingRun
 from webapp.training.selectors import (
     checkpoints_of,
     metric_names,
@@ -366,3 +367,62 @@ def training_compare(request: HttpRequest, a: int, b: int) -> dict[str, Any]:
         **cmp,
         "series": {"a": run_series(run=run_a, names=shared), "b": run_series(run=run_b, names=shared)},
     }
+
+
+# --- merging policies (parameter interpolation) ----------------------------------------------------
+
+
+PolicyMergeStatus = api_enum("PolicyMergeStatus", PolicyMerge.Status)
+
+
+class MergeSourceIn(Schema):
+    policy: int | str = Field(..., description="A local policy (id or name)")
+    weight: float = Field(..., description="Its weight; the weights are >= 0 and sum to 1")
+
+
+class PolicyMergeIn(Schema):
+    sources: list[MergeSourceIn] = Field(..., description="Two or more local policies from the same base")
+    name: str | None = Field(None, description="The new policy's name (a slug); default merge-<a>-<b>…")
+
+
+class PolicyMergeOut(Schema):
+    id: int
+    name: str
+    sources: list[dict[str, Any]]
+    status: PolicyMergeStatus  # type: ignore[valid-type]
+    error_message: str
+    policy: PolicyOut | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+@router.post(
+    "/policy-merges",
+    url_name="policy_merge_create",
+    response={202: PolicyMergeOut, 400: FieldErrorOut, **DENIED},
+)
+def policy_merge_create(request: HttpRequest, body: PolicyMergeIn) -> Status:
+    """Merge local policies from the same base with given weights into a new policy (on a worker).
+
+    Weights, architectures and declared bases are checked at once: a mismatch is refused naming it."""
+    require_perm(request, "training.launch_training")
+    policies = PolicyVersion.objects.select_related("checkpoint")
+    sources: list[tuple[PolicyVersion, float]] = []
+    try:
+        for src in body.sources:
+            key = src.policy
+            found = policies.filter(**{"pk" if isinstance(key, int) else "name": key}).first()
+            if found is None:
+                raise TrainingRunError(f"there is no policy {key!r}", "sources")
+            sources.append((found, src.weight))
+        merge = policy_merge_request(sources=sources, name=body.name, by=request.user)
+    except TrainingRunError as exc:
+        return _refused(exc)
+    return Status(202, merge)
+
+
+@router.get("/policy-merges/{merge_id}", response={200: PolicyMergeOut, 404: ErrorOut, **DENIED})
+def policy_merge_detail(request: HttpRequest, merge_id: int) -> PolicyMerge:
+    """A merge: pending, running, succeeded (with its policy) or failed (with the reason)."""
+    require_perm(request, "training.view_policyversion")
+    return object_or_404(PolicyMerge.objects.select_related("policy"), merge_id, "policy merge")

@@ -188,3 +188,36 @@ class MetricPoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}[{self.step}]={self.value}"
+
+
+class PolicyMerge(models.Model):
+    """Parameter interpolation of local policies from the same base into a new policy, done on a worker.
+
+    `sources` is [{"policy": id, "name": str, "weight": float}] (weights sum to 1); on success `policy` is
+    the new local policy version, its model directory under the var dir."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    name = models.SlugField(max_length=100, help_text="The name of the policy it makes")
+    sources = models.JSONField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    error_message = models.TextField(blank=True)
+    policy = models.OneToOneField(
+        PolicyVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="merge"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"merge {self.pk} -> {self.name} ({self.status})"

@@ -242,7 +242,8 @@ def training_run_resume(*, run: TrainingRun, by: AbstractBaseUser) -> TrainingRu
     return run
 
 
-def _free_name(base: str) -> str:
+def free_policy_name(base: str) -> str:
+    """`base`, or `base-2`, `base-3`, … whichever no policy is called yet."""
     base = base[:90].strip("-") or "policy"
     name, n = base, 1
     while PolicyVersion.objects.filter(name=name).exists():
@@ -269,7 +270,7 @@ def checkpoint_promote(
         if PolicyVersion.objects.filter(name=wanted).exists():
             raise TrainingRunError(f"a policy called {wanted!r} exists already", "name")
     else:
-        wanted = _free_name(slugify(f"{run.name}-step-{checkpoint.step}"))
+        wanted = free_policy_name(slugify(f"{run.name}-step-{checkpoint.step}"))
     try:
         with transaction.atomic():
             policy = PolicyVersion.objects.create(

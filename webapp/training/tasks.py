@@ -26,3 +26,14 @@ def training_run_task(self: Any, run_id: int) -> dict[str, Any] | None:
 def training_runs_reap() -> dict[str, int]:
     """Queue again the runs whose worker went silent (they resume from their last checkpoint)."""
     return reap()
+
+
+@shared_task(name="webapp.training.tasks.policy_merge_task", acks_late=True)
+def policy_merge_task(merge_id: int) -> dict[str, Any] | None:
+    """Average the weights of a requested merge into a new local policy version."""
+    from webapp.training.merging import policy_merge_execute
+
+    merge = policy_merge_execute(merge_id=merge_id)
+    if merge is None:
+        return None
+    return {"merge": merge.pk, "status": merge.status, "policy": merge.policy_id}

@@ -1,0 +1,175 @@
+"""Merging local policies (parameter interpolation) from the API: refusals at once, the merge on a worker."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from django.test import override_settings
+from torch.testing import assert_close
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from safetensors.torch import load_file  # noqa: E402
+
+from agent_core.tiny_models import build_tiny_causal_lm  # noqa: E402
+from tests.conftest import Personas  # noqa: E402
+from tests.webapp.api.helpers import bearer_client, send  # noqa: E402
+from webapp.rollouts.policies import policy_for  # noqa: E402
+from webapp.training.merging import policy_merge_execute  # noqa: E402
+from webapp.training.models import PolicyMerge, PolicyVersion  # noqa: E402
+
+pytestmark = pytest.mark.django_db
+
+ELEMENTS = {"observation": "elements", "max_new_tokens": 8}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("merge-models")
+    a = build_tiny_causal_lm(root / "a", seed=1)
+    b = build_tiny_causal_lm(root / "b", seed=2)
+    narrow = build_tiny_causal_lm(root / "narrow", seed=3, hidden_size=32)
+    return {"a": a, "b": b, "narrow": narrow}
+
+
+@pytest.fixture
+def policies(models: dict[str, Path]) -> dict[str, PolicyVersion]:
+    def local(name: str, path: Path, config: dict[str, Any] | None = None) -> PolicyVersion:
+        return PolicyVersion.objects.create(
+            name=name, backend="local", model_name=str(path), config=config or {}
+        )
+
+    return {
+        "a": local("sft-a", models["a"], ELEMENTS),
+        "b": local("rl-b", models["b"]),
+        "narrow": local("narrow", models["narrow"]),
+        "oracle": PolicyVersion.objects.create(name="oracle", backend="oracle"),
+    }
+
+
+def post(user: Any, body: dict[str, Any]) -> Any:
+    return send(bearer_client(user), "POST", "/policy-merges", body)
+
+
+def test_a_merge_makes_a_local_policy_of_the_weighted_average(
+    personas: Personas, policies: dict[str, PolicyVersion], models: dict[str, Path], tmp_path: Path,
+    django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    queued: list[int] = []
+    monkeypatch.setattr("webapp.training.tasks.policy_merge_task.delay", queued.append)
+    with override_settings(VAR_DIR=tmp_path), django_capture_on_commit_callbacks(execute=True):
+        r = post(personas.admin, {"sources": [{"policy": "sft-a", "weight": 0.25},
+                                              {"policy": policies["b"].pk, "weight": 0.75}]})  # fmt: skip
+    assert r.status_code == 202, r.content
+    body = r.json()
+    assert (body["status"], body["policy"], body["name"]) == ("pending", None, "merge-sft-a-rl-b")
+    assert queued == [body["id"]]
+
+    with override_settings(VAR_DIR=tmp_path):
+        merge = policy_merge_execute(merge_id=body["id"])
+        assert merge is not None and merge.status == "succeeded", merge and merge.error_message
+        assert policy_merge_execute(merge_id=body["id"]) is None  # a second delivery does nothing
+        done = send(bearer_client(personas.researcher), "GET", f"/policy-merges/{body['id']}").json()
+        policy = PolicyVersion.objects.get(pk=done["policy"]["id"])
+        model_dir = policy.model_dir()
+        assert model_dir is not None and model_dir.is_relative_to(tmp_path)
+        merged = load_file(str(model_dir / "model.safetensors"))
+        sd_a = load_file(str(models["a"] / "model.safetensors"))
+        sd_b = load_file(str(models["b"] / "model.safetensors"))
+        for key, tensor in merged.items():
+            assert_close(tensor, 0.25 * sd_a[key] + 0.75 * sd_b[key])
+        # The first source's config (its observation among it) and where it came from.
+        assert policy.backend == "local" and policy.config == ELEMENTS
+        assert policy.lineage["merged_from"] == [
+            {"policy": "sft-a", "weight": 0.25},
+            {"policy": "rl-b", "weight": 0.75},
+        ]
+        assert json.loads((model_dir / "flywheel_lineage.json").read_text())["weights"] == [0.25, 0.75]
+        out = policy_for(policy)  # rollouts and annotation can run it
+        try:
+            assert out.__class__.__name__ == "LocalPolicy"
+        finally:
+            out.close()
+    assert done["status"] == "succeeded" and done["error_message"] == ""
+    assert torch.is_tensor(next(iter(merged.values())))
+
+
+@pytest.mark.parametrize(
+    ("sources", "field", "message"),
+    [
+        ([("sft-a", 0.5), ("narrow", 0.5)], "sources", "differ in the architecture: hidden_size: 64 vs 32"),
+        ([("sft-a", 0.6), ("rl-b", 0.6)], "weights", "weights must sum to 1, they sum to 1.2"),
+        ([("sft-a", -0.5), ("rl-b", 1.5)], "weights", "weight 0 is -0.5"),
+        ([("sft-a", 1.0)], "sources", "at least two policies"),
+        ([("sft-a", 0.5), ("sft-a", 0.5)], "sources", "appears twice"),
+        ([("sft-a", 0.5), ("oracle", 0.5)], "sources", "oracle is a oracle policy: only local models"),
+        ([("sft-a", 0.5), ("nobody", 0.5)], "sources", "there is no policy 'nobody'"),
+    ],
+)
+def test_a_mismatch_is_refused_at_once_naming_it(
+    personas: Personas, policies: dict[str, PolicyVersion], sources: list[tuple[str, float]], field: str,
+    message: str,
+) -> None:  # fmt: skip
+    r = post(personas.admin, {"sources": [{"policy": p, "weight": w} for p, w in sources]})
+    assert r.status_code == 400, r.content
+    assert r.json()["field"] == field and message in r.json()["detail"], r.json()
+    assert not PolicyMerge.objects.exists()
+
+
+def test_the_paths_in_a_refusal_are_named_as_policies(
+    personas: Personas, policies: dict[str, PolicyVersion]
+) -> None:
+    r = post(
+        personas.admin, {"sources": [{"policy": "sft-a", "weight": 0.5}, {"policy": "narrow", "weight": 0.5}]}
+    )
+    assert "configs of policy sft-a and policy narrow differ" in r.json()["detail"], r.json()
+
+
+def test_names_must_be_free_slugs(personas: Personas, policies: dict[str, PolicyVersion]) -> None:
+    two = [{"policy": "sft-a", "weight": 0.5}, {"policy": "rl-b", "weight": 0.5}]
+    assert post(personas.admin, {"sources": two, "name": "Not A Slug"}).json()["field"] == "name"
+    assert "exists already" in post(personas.admin, {"sources": two, "name": "rl-b"}).json()["detail"]
+
+
+def test_only_those_who_launch_training_merge(personas: Personas, policies: dict[str, PolicyVersion]) -> None:
+    two = [{"policy": "sft-a", "weight": 0.5}, {"policy": "rl-b", "weight": 0.5}]
+    assert post(personas.researcher, {"sources": two}).status_code == 403
+    assert post(personas.annotator, {"sources": two}).status_code == 403
+    assert send(bearer_client(personas.annotator), "GET", "/policy-merges/1").status_code == 403
+
+
+def test_a_merge_whose_source_went_away_fails_with_the_reason(
+    personas: Personas, policies: dict[str, PolicyVersion], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:  # fmt: skip
+    monkeypatch.setattr("webapp.training.tasks.policy_merge_task.delay", lambda merge_id: None)
+    with override_settings(VAR_DIR=tmp_path), django_capture_on_commit_callbacks(execute=True):
+        body = post(personas.admin, {"sources": [{"policy": "sft-a", "weight": 0.5},
+                                                 {"policy": "rl-b", "weight": 0.5}]}).json()  # fmt: skip
+    PolicyVersion.objects.filter(name="rl-b").update(model_name=str(tmp_path / "gone"))
+    with override_settings(VAR_DIR=tmp_path):
+        merge = policy_merge_execute(merge_id=body["id"])
+    assert merge is not None and merge.status == "failed" and merge.finished_at is not None
+    assert "policy rl-b has no model directory on disk" in merge.error_message
+    assert merge.policy is None and not (tmp_path / "policies" / "merged").exists()
+
+
+def test_a_broker_that_is_down_fails_the_merge_saying_so(
+    personas: Personas, policies: dict[str, PolicyVersion], monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:  # fmt: skip
+    def down(merge_id: int) -> None:
+        raise ConnectionError("redis is down")
+
+    monkeypatch.setattr("webapp.training.tasks.policy_merge_task.delay", down)
+    with django_capture_on_commit_callbacks(execute=True):
+        body = post(personas.admin, {"sources": [{"policy": "sft-a", "weight": 0.5},
+                                                 {"policy": "rl-b", "weight": 0.5}]}).json()  # fmt: skip
+    merge = PolicyMerge.objects.get(pk=body["id"])
+    assert merge.status == "failed" and "task queue is unavailable" in merge.error_message
