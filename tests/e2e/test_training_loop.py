@@ -34,8 +34,10 @@ from webapp.celery import app
 from webapp.datasets.models import DatasetVersion, FlywheelIteration
 from webapp.episodes.models import Episode
 from webapp.rollouts.models import RolloutBatch
+from webapp.rollouts.policies import policy_for
 from webapp.sandboxes.models import Sandbox
-from webapp.training.models import Checkpoint, MetricPoint, PolicyVersion, TrainingRun
+from webapp.training.merging import policy_merge_request
+from webapp.training.models import Checkpoint, MetricPoint, PolicyMerge, PolicyVersion, TrainingRun
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -215,6 +217,14 @@ def test_the_whole_loop_from_the_pages(platform: str, browser: Browser, personas
             e.error_message for e in episodes
         ]
     researcher.screenshot(path=SCREENSHOTS / "training-loop-batch.png", full_page=True)
+
+    # 6. The SFT and RL policies merged half and half (parameter interpolation) on the datasets worker.
+    merge = policy_merge_request(sources=[(sft_policy, 0.5), (rl_policy, 0.5)], by=personas.admin)
+    until(lambda: PolicyMerge.objects.get(pk=merge.pk).status in ("succeeded", "failed"), "the merge")
+    merge.refresh_from_db()
+    assert merge.status == "succeeded" and merge.policy is not None, merge.error_message
+    assert merge.policy.config == sft_policy.config
+    policy_for(merge.policy).close()  # a policy rollouts can load
     print(
         f"loop on {TASK}: oracle {successes(demos)}, SFT-only {successes(before)}, "
         f"SFT+GRPO {successes(after)} (successes, finished episodes)"
