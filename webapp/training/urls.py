@@ -16,4 +16,5 @@ urlpatterns = [
         "checkpoints/<int:checkpoint_id>/promote/", views.checkpoint_promote_view, name="checkpoint_promote"
     ),
     path("compare/", views.run_compare, name="run_compare"),
+    path("merge/", views.policy_merge, name="policy_merge"),
 ]

@@ -12,7 +12,8 @@ from django.views.decorators.http import require_GET, require_POST
 from agent_core.training.config import config_fields
 from webapp.accounts.access import page_requires
 from webapp.catalog.models import TaskSuite
-from webapp.training.models import Checkpoint, PolicyVersion, TrainingRun
+from webapp.training.merging import policy_merge_request
+from webapp.training.models import Checkpoint, PolicyMerge, PolicyVersion, TrainingRun
 from webapp.training.selectors import (
     METRIC_GROUPS,
     checkpoints_of,
@@ -98,11 +99,38 @@ def run_list(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {
         "runs": training_runs_list()[:200],
         "policies": policy_versions_active(),
+        "merges": PolicyMerge.objects.select_related("policy")[:20],
         "can_launch": can_launch,
     }
     if can_launch:
         context.update(_form_context(request))
     return render(request, "training/run_list.html", context)
+
+
+@require_POST
+@page_requires("training.launch_training")
+def policy_merge(request: HttpRequest) -> HttpResponse:
+    """Merge two local policies with the weight given to the first (the second gets the rest)."""
+    post = request.POST
+    ids = [post.get("policy_a", ""), post.get("policy_b", "")]
+    found = {p.pk: p for p in PolicyVersion.objects.filter(pk__in=[int(i) for i in ids if i.isdigit()])}
+    try:
+        if not all(i.isdigit() and int(i) in found for i in ids):
+            raise TrainingRunError("choose two policies", "sources")
+        try:
+            weight = float(post.get("weight_a", ""))
+        except ValueError:
+            msg = "the first policy's weight must be a number from 0 to 1"
+            raise TrainingRunError(msg, "weights") from None
+        a, b = found[int(ids[0])], found[int(ids[1])]
+        merge = policy_merge_request(
+            sources=[(a, weight), (b, round(1.0 - weight, 12))], name=post.get("name", ""), by=request.user
+        )
+    except TrainingRunError as exc:
+        messages.error(request, f"Merge refused: {exc.message}")
+        return redirect("training:run_list")
+    messages.success(request, f"Merge #{merge.pk} queued: it makes policy {merge.name}.")
+    return redirect("training:run_list")
 
 
 @require_GET

@@ -173,3 +173,44 @@ def test_a_broker_that_is_down_fails_the_merge_saying_so(
                                                  {"policy": "rl-b", "weight": 0.5}]}).json()  # fmt: skip
     merge = PolicyMerge.objects.get(pk=body["id"])
     assert merge.status == "failed" and "task queue is unavailable" in merge.error_message
+
+
+# --- the form on the Training page -----------------------------------------------------------------
+
+
+def test_the_training_page_merges_two_policies_and_lists_the_merge(
+    client_for: Any, policies: dict[str, PolicyVersion], monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:  # fmt: skip
+    from django.urls import reverse
+
+    monkeypatch.setattr("webapp.training.tasks.policy_merge_task.delay", lambda merge_id: None)
+    admin = client_for("admin")
+    page = admin.get(reverse("training:run_list")).content.decode()
+    assert 'data-testid="merge-form"' in page and "No merges yet." in page
+    form = {
+        "policy_a": policies["a"].pk,
+        "policy_b": policies["b"].pk,
+        "weight_a": "0.3",
+        "name": "half-half",
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        r = admin.post(reverse("training:policy_merge"), form, follow=True)
+    merge = PolicyMerge.objects.get()
+    assert [(s["name"], s["weight"]) for s in merge.sources] == [("sft-a", 0.3), ("rl-b", 0.7)]
+    page = r.content.decode()
+    assert f"Merge #{merge.pk} queued: it makes policy half-half." in page
+    assert 'data-testid="merge-row" data-status="pending"' in page and "sft-a (0.3) + rl-b (0.7)" in page
+
+    # A refusal comes back as a message naming the problem; nothing is queued.
+    r = admin.post(reverse("training:policy_merge"), {**form, "policy_b": policies["narrow"].pk}, follow=True)
+    assert "Merge refused: configs of policy sft-a and policy narrow differ" in r.content.decode()
+    r = admin.post(reverse("training:policy_merge"), {**form, "weight_a": "lots"}, follow=True)
+    assert "must be a number from 0 to 1" in r.content.decode()
+    assert PolicyMerge.objects.count() == 1
+
+    # Researchers see the merges but have no form, and cannot post one.
+    researcher = client_for("researcher")
+    page = researcher.get(reverse("training:run_list")).content.decode()
+    assert 'data-testid="merge-form"' not in page and 'data-testid="merge-row"' in page
+    assert researcher.post(reverse("training:policy_merge"), form).status_code == 403
