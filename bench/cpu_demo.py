@@ -116,6 +116,8 @@ def main() -> None:
     ap.add_argument("--episodes-per-iteration", type=int, default=16)
     ap.add_argument("--algorithm", choices=("grpo", "ppo"), default="grpo")
     ap.add_argument("--rl-lr", type=float, default=5e-4)
+    ap.add_argument("--rl-minibatch", type=int, default=16, help="turns per RL gradient step")
+    ap.add_argument("--rl-kl-coef", type=float, default=0.0, help="KL penalty to the SFT policy")
     ap.add_argument("--eval", type=int, default=20, help="held-back evaluation seeds per task (0..N-1)")
     ap.add_argument("--out", default="var/bench/cpu_demo.json")
     ap.add_argument("--workdir", default="")
@@ -179,7 +181,7 @@ def main() -> None:
             # An SFT run of the same length in the same --workdir is reused with its evaluation, so
             # RL settings can be compared from one SFT policy (the JSON says so).
             sft_dir = latest_checkpoint(work / f"seed{seed}" / "sft")
-            sft_cache = work / f"seed{seed}" / "sft_eval.json"
+            sft_cache = work / f"seed{seed}" / f"sft_eval-{args.eval}.json"
             if sft_dir is not None and sft_dir.name == f"step-{args.sft_steps:06d}" and sft_cache.exists():
                 sft_eval, sft_s = json.loads(sft_cache.read_text()), 0.0
                 print(f"[seed {seed}] SFT-only (reused {sft_dir}): {sft_eval}", flush=True)
@@ -202,14 +204,22 @@ def main() -> None:
             rl_cfg = validate_config(
                 args.algorithm,
                 {"iterations": args.rl_iterations, "episodes_per_iteration": args.episodes_per_iteration,
-                 "lr": args.rl_lr, "minibatch_size": 16, "checkpoint_every": 10_000, "seed": seed,
+                 "lr": args.rl_lr, "minibatch_size": args.rl_minibatch, "kl_coef": args.rl_kl_coef,
+                 "checkpoint_every": 10_000, "seed": seed,
                  "max_steps_per_episode": 6, "max_new_tokens": 48, "temperature": 1.0,
                  **({"value_pretrain_steps": 2} if args.algorithm == "ppo" else {})},
             )  # fmt: skip
             source = LocalRolloutSource(
                 specs, pool, policy={**greedy, "temperature": 1.0, "seed": None, "max_new_tokens": 48}
             )
-            rl_out = work / f"seed{seed}" / f"rl-{args.algorithm}-lr{args.rl_lr:g}"
+            rl_out = (
+                work
+                / f"seed{seed}"
+                / (
+                    f"rl-{args.algorithm}-lr{args.rl_lr:g}-e{args.episodes_per_iteration}-mb{args.rl_minibatch}"
+                    f"-kl{args.rl_kl_coef:g}-it{args.rl_iterations}"
+                )
+            )
             t = time.monotonic()
             hooks = Hooks(f"seed {seed} {args.algorithm}")
             try:

@@ -43,6 +43,8 @@ OPERATIONS = {
     ("get", "/api/v1/training-compare"),
     ("post", "/api/v1/checkpoints/{checkpoint_id}/promote"),
     ("get", "/api/v1/policies"),
+    ("post", "/api/v1/policy-merges"),
+    ("get", "/api/v1/policy-merges/{merge_id}"),
     ("get", "/api/v1/sandbox-hosts"),
     ("get", "/api/v1/sandboxes"),
     ("get", "/api/v1/dashboards/rollouts"),
