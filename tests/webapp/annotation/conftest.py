@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -45,21 +46,42 @@ def note_task() -> Task:
     return task
 
 
-@pytest.fixture
-def desktop_host(live_server: Any, tmp_path: Any) -> Iterator[HostProc]:
-    """A host with one warm xterm desktop (profile "desktop"), registered with the test database."""
-    profiles = {"desktop": {**LIGHT_DESKTOP, "min_idle": 1, "max_total": 2}}
+@contextmanager
+def registered_host(
+    live_server: Any, tmp_path: Any, *, name: str, profile: str, spec: dict[str, Any], slot_base: int
+) -> Iterator[HostProc]:
+    """A sandbox host with one warm sandbox of `profile`, registered with the test database."""
     with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
         host = HostProc(
-            name="demo-host", var=tmp_path, profiles=profiles, web_url=live_server.url, slot_base=160
+            name=name, var=tmp_path, profiles={profile: spec}, web_url=live_server.url, slot_base=slot_base
         )
         host.start()
         try:
             assert wait_for(
-                lambda: Sandbox.objects.filter(state="idle", profile="desktop").exists(),
+                lambda: Sandbox.objects.filter(state="idle", profile=profile).exists(),
                 timeout=120,
                 interval=0.3,
-            ), "no idle desktop sandbox registered"
+            ), f"no idle {profile} sandbox registered"
             yield host
         finally:
             host.stop()
+
+
+@pytest.fixture
+def desktop_host(live_server: Any, tmp_path: Any) -> Iterator[HostProc]:
+    """A host with one warm xterm desktop (profile "desktop"), registered with the test database."""
+    spec = {**LIGHT_DESKTOP, "min_idle": 1, "max_total": 2}
+    with registered_host(
+        live_server, tmp_path, name="demo-host", profile="desktop", spec=spec, slot_base=160
+    ) as h:
+        yield h
+
+
+@pytest.fixture
+def browser_host(live_server: Any, tmp_path: Any) -> Iterator[HostProc]:
+    """A host with one warm browser sandbox (profile "browser"), registered with the test database."""
+    spec = {"provider": "browser", "min_idle": 1, "max_total": 1}
+    with registered_host(
+        live_server, tmp_path, name="demo-browser-host", profile="browser", spec=spec, slot_base=272
+    ) as h:
+        yield h

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +12,7 @@ from django.test import override_settings
 from agent_core.policies.base import Policy, PolicyInput, PolicyOutput
 from agent_core.policies.local import text_only_messages
 from tests.conftest import Personas
-from tests.procs import wait_for
-from tests.sandbox_workers.hostproc import TOKEN, HostProc
+from tests.sandbox_workers.hostproc import TOKEN
 from tests.webapp.annotation.conftest import note_task
 from tests.webapp.annotation.test_demo_real import keys
 from webapp.annotation.services import DemoError, demo_prepare, demo_start
@@ -23,7 +20,6 @@ from webapp.annotation.session import LiveSession
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_load
 from webapp.episodes.models import Step
-from webapp.sandboxes.models import Sandbox
 from webapp.training.models import PolicyVersion
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -113,26 +109,6 @@ def test_keys_typed_while_paused_reach_the_sandbox_but_are_not_recorded(
     assert [s.action["content"] for s in steps] == ["ls\n"]
     assert steps[0].info["paused_before_s"] >= 0
     assert done.reward == 1.0  # what was typed during the pause did happen in the sandbox
-
-
-@pytest.fixture
-def browser_host(live_server: Any, tmp_path: Path) -> Iterator[HostProc]:
-    """A host with one warm browser sandbox, registered with the test database."""
-    profiles = {"browser": {"provider": "browser", "min_idle": 1, "max_total": 1}}
-    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
-        host = HostProc(
-            name="demo-browser-host", var=tmp_path, profiles=profiles, web_url=live_server.url, slot_base=272
-        )
-        host.start()
-        try:
-            assert wait_for(
-                lambda: Sandbox.objects.filter(state="idle", profile="browser").exists(),
-                timeout=120,
-                interval=0.3,
-            ), "no idle browser sandbox registered"
-            yield host
-        finally:
-            host.stop()
 
 
 def test_an_interactive_episode_observes_as_its_policy_does_and_records_that_text(
