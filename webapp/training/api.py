@@ -210,6 +210,12 @@ class TrainingRunIn(Schema):
     suite: str | None = Field(None, description="PPO / GRPO: the slug of the task suite to roll out on")
 
 
+def _policy_by(key: int | str) -> PolicyVersion | None:
+    """A policy named by its id (a number) or its name."""
+    field = "pk" if isinstance(key, int) else "name"
+    return PolicyVersion.objects.select_related("checkpoint").filter(**{field: key}).first()
+
+
 def _run_or_404(run_id: int) -> TrainingRun:
     return object_or_404(training_runs_list(), run_id, "training run")
 
@@ -223,8 +229,7 @@ def training_run_create(request: HttpRequest, body: TrainingRunIn) -> Status:
     """Launch a run; it is queued on the training workers. A bad config is refused naming the field."""
     require_perm(request, "training.launch_training")
     key = body.base_policy
-    policies = PolicyVersion.objects.select_related("checkpoint")
-    policy = policies.filter(pk=key).first() if isinstance(key, int) else policies.filter(name=key).first()
+    policy = _policy_by(key)
     suite = TaskSuite.objects.filter(slug=body.suite).first() if body.suite else None
     try:
         if policy is None:
@@ -406,14 +411,12 @@ def policy_merge_create(request: HttpRequest, body: PolicyMergeIn) -> Status:
 
     Weights, architectures and declared bases are checked at once: a mismatch is refused naming it."""
     require_perm(request, "training.launch_training")
-    policies = PolicyVersion.objects.select_related("checkpoint")
     sources: list[tuple[PolicyVersion, float]] = []
     try:
         for src in body.sources:
-            key = src.policy
-            found = policies.filter(**{"pk" if isinstance(key, int) else "name": key}).first()
+            found = _policy_by(src.policy)
             if found is None:
-                raise TrainingRunError(f"there is no policy {key!r}", "sources")
+                raise TrainingRunError(f"there is no policy {src.policy!r}", "sources")
             sources.append((found, src.weight))
         merge = policy_merge_request(sources=sources, name=body.name, by=request.user)
     except TrainingRunError as exc:

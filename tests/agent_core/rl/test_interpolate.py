@@ -21,15 +21,22 @@ from agent_core.rl import InterpolationError, interpolate_checkpoints, interpola
 from agent_core.tiny_models import build_tiny_causal_lm  # noqa: E402
 
 
+def mergeable_models(root: Path) -> dict[str, Path]:
+    """Two tiny checkpoints of one architecture (different seeds) and a narrower one."""
+    return {
+        "a": build_tiny_causal_lm(root / "a", seed=1),
+        "b": build_tiny_causal_lm(root / "b", seed=2),
+        "narrow": build_tiny_causal_lm(root / "narrow", seed=3, hidden_size=32),
+    }
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("interp")
-    a = build_tiny_causal_lm(root / "a", seed=1)
-    b = build_tiny_causal_lm(root / "b", seed=2)
-    narrow = build_tiny_causal_lm(root / "narrow", seed=3, hidden_size=32)
+    built = mergeable_models(root)
     # A trainer checkpoint also holds optimizer state, which a merge must not carry over.
-    (a / "trainer_state.pt").write_bytes(b"optimizer state")
-    return {"a": a, "b": b, "narrow": narrow, "root": root}
+    (built["a"] / "trainer_state.pt").write_bytes(b"optimizer state")
+    return {**built, "root": root}
 
 
 def test_merge_is_the_weighted_average_and_loads_back(models: dict[str, Path], tmp_path: Path) -> None:

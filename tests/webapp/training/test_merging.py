@@ -17,7 +17,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from safetensors.torch import load_file  # noqa: E402
 
-from agent_core.tiny_models import build_tiny_causal_lm  # noqa: E402
+from tests.agent_core.rl.test_interpolate import mergeable_models  # noqa: E402
 from tests.conftest import Personas  # noqa: E402
 from tests.webapp.api.helpers import bearer_client, send  # noqa: E402
 from webapp.rollouts.policies import policy_for  # noqa: E402
@@ -31,11 +31,7 @@ ELEMENTS = {"observation": "elements", "max_new_tokens": 8}
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("merge-models")
-    a = build_tiny_causal_lm(root / "a", seed=1)
-    b = build_tiny_causal_lm(root / "b", seed=2)
-    narrow = build_tiny_causal_lm(root / "narrow", seed=3, hidden_size=32)
-    return {"a": a, "b": b, "narrow": narrow}
+    return mergeable_models(tmp_path_factory.mktemp("merge-models"))
 
 
 @pytest.fixture
