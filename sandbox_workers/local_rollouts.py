@@ -143,14 +143,16 @@ class LocalRolloutSource:
         with self._lock:
             self._current = (version, Path(model_dir))
 
-    def request(self, task_id: str, n: int, *, max_steps: int) -> None:
+    def request(self, task_id: str, n: int, *, max_steps: int) -> int:
         if task_id not in self.specs:
             raise KeyError(f"unknown task {task_id!r}")
         with self._lock:
+            seed = self._seed
+            self._seed += 1
             self._pending += n
             for _ in range(n):
-                self._jobs.put(_Job(task_id, self._seed, max_steps))
-                self._seed += 1
+                self._jobs.put(_Job(task_id, seed, max_steps))
+        return seed
 
     def poll(self, timeout: float) -> list[RLEpisode]:
         out: list[RLEpisode] = []

@@ -22,7 +22,7 @@ import random
 import shutil
 import time
 import traceback
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -419,8 +419,9 @@ class RLTrainer(_Trainer):
         if float(cfg["kl_coef"]) > 0:
             self.ref = load_policy_model(Path(spec.base_model), device=self.device, dtype=cfg["dtype"])[1]
             self.ref.eval()
-        self.wanted: dict[str, deque[int]] = defaultdict(deque)
-        self.buffers: dict[str, list[RLEpisode]] = defaultdict(list)
+        # Rollouts still to come per group (task, seed), and the group's finished ones so far.
+        self.wanted: dict[tuple[str, int], int] = {}
+        self.buffers: dict[tuple[str, int], list[RLEpisode]] = defaultdict(list)
         self.next_task = 0
         self.dropped = 0
 
@@ -451,8 +452,8 @@ class RLTrainer(_Trainer):
                 n, cap = max(2, self.curator.rollouts(task)), self.curator.length_cap(task)
             else:
                 n, cap = 1, int(self.cfg["max_steps_per_episode"])
-            source.request(task, n, max_steps=cap)
-            self.wanted[task].append(n)
+            seed = source.request(task, n, max_steps=cap)
+            self.wanted[(task, seed)] = self.wanted.get((task, seed), 0) + n
 
     def _fresh(self, episodes: list[RLEpisode]) -> set[int]:
         """Ids of the episodes training may use: within the policy lag, and (GRPO) from the latest K."""
@@ -481,22 +482,21 @@ class RLTrainer(_Trainer):
             polled = source.poll(timeout=1.0)
             fresh = self._fresh(polled)
             for ep in polled:
-                self.curator.record(ep.task_id, success=ep.success, steps=ep.steps)
+                if ep.turns:  # one with none was lost to the infrastructure: it says nothing of the task
+                    self.curator.record(ep.task_id, success=ep.success, steps=ep.steps)
                 if ep.success:
                     self.pool.add(ep)
-                sizes = self.wanted[ep.task_id]
+                # A group is the rollouts of one request: one instance (seed) of the task.
+                key = (ep.task_id, ep.seed)
+                left = self.wanted.pop(key, 1)  # an episode nobody asked for is a group of its own
                 if id(ep) not in fresh or not ep.turns:
-                    self.dropped += 1
-                    if sizes:  # the group it belonged to completes with one fewer
-                        sizes[0] -= 1
+                    self.dropped += 1  # its group completes with one fewer
                 else:
-                    self.buffers[ep.task_id].append(ep)
-                while sizes and len(self.buffers[ep.task_id]) >= sizes[0]:
-                    size = sizes.popleft()
-                    group, self.buffers[ep.task_id] = (
-                        self.buffers[ep.task_id][:size],
-                        self.buffers[ep.task_id][size:],
-                    )
+                    self.buffers[key].append(ep)
+                if left > 1:
+                    self.wanted[key] = left - 1
+                else:
+                    group = self.buffers.pop(key, [])
                     if group:
                         groups.append(group)
                         got += len(group)
@@ -649,6 +649,7 @@ class RLTrainer(_Trainer):
                     if raw.numel():
                         stats["is_weight_mean"].append(float(weights[m].mean()))
                         stats["is_weight_max"].append(float(raw.max()))
+                        stats["is_weight_min"].append(float(raw.min()))
                         stats["is_truncated_frac"].append(float((raw > float(cfg["is_cap"])).float().mean()))
                 dual = float(cfg["dual_clip"]) if self.grpo and float(cfg.get("dual_clip", 0)) > 1 else None
                 loss, pstats = ppo_policy_loss(
@@ -681,7 +682,12 @@ class RLTrainer(_Trainer):
         for key, vals in stats.items():
             if vals:
                 name = {"approx_kl": "rl/kl"}.get(key, f"rl/{key}")
-                metrics[name] = max(vals) if key in ("is_weight_max", "ratio_max") else sum(vals) / len(vals)
+                if key in ("is_weight_max", "ratio_max"):
+                    metrics[name] = max(vals)
+                elif key == "is_weight_min":
+                    metrics[name] = min(vals)
+                else:
+                    metrics[name] = sum(vals) / len(vals)
         if samples:
             metrics["rl/entropy"] = sum(s.entropy for s in samples) / len(samples)
             metrics["rl/response_len"] = sum(len(s.response) for s in samples) / len(samples)

@@ -115,10 +115,11 @@ class ToySource:
             self._policy = LocalPolicy(model_path=model_dir, seed=None, **self.policy_config)
             self.published.append((version, Path(model_dir)))
 
-    def request(self, task_id: str, n: int, *, max_steps: int) -> None:
-        for _ in range(n):
-            self._queue.append((task_id, self._seed, max_steps))
-            self._seed += 1
+    def request(self, task_id: str, n: int, *, max_steps: int) -> int:
+        seed = self._seed
+        self._seed += 1
+        self._queue.extend([(task_id, seed, max_steps)] * n)
+        return seed
 
     def pending(self) -> int:
         return len(self._queue)

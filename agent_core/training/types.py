@@ -73,8 +73,11 @@ class RolloutSource(Protocol):
         """A new policy (a checkpoint directory); rollouts that start from now on use it."""
         ...
 
-    def request(self, task_id: str, n: int, *, max_steps: int) -> None:
-        """Ask for `n` more rollouts of `task_id`, each capped at `max_steps` environment steps."""
+    def request(self, task_id: str, n: int, *, max_steps: int) -> int:
+        """Ask for `n` more rollouts of one fresh instance of `task_id`, each capped at `max_steps`
+        environment steps; returns the seed they share. A GRPO group is these `n` rollouts, so its
+        advantages compare the policy's attempts at the same problem, not easier and harder instances.
+        Every rollout asked for comes back from `poll` once, a lost one as an episode with no turns."""
         ...
 
     def poll(self, timeout: float) -> list[RLEpisode]:

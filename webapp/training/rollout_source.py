@@ -212,8 +212,9 @@ class DBRolloutSource:
         self._batch = batch
         return batch
 
-    def request(self, task_id: str, n: int, *, max_steps: int) -> None:
-        """`n` episodes of `task_id` (fresh training seeds), each capped at `max_steps` steps."""
+    def request(self, task_id: str, n: int, *, max_steps: int) -> int:
+        """`n` episodes of one fresh training instance (seed) of `task_id`, each capped at `max_steps`
+        steps; returns the seed."""
         if self._closed:
             raise RuntimeError("the rollout source is closed")
         task = Task.objects.filter(slug=task_id).first()
@@ -224,18 +225,19 @@ class DBRolloutSource:
             # find it empty and finish it in between.
             batch = self._open_batch()
             policy = self._policy()
+            seed = self._next_seed
             created = Episode.objects.bulk_create(
                 Episode(
                     task=task,
                     source=Source.AGENT,
                     policy_version=policy,
-                    seed=self._next_seed + i,
+                    seed=seed,
                     max_steps=max(1, min(int(max_steps), 32767)),
                     batch=batch,
                 )
-                for i in range(n)
+                for _ in range(n)
             )
-            self._next_seed += n
+            self._next_seed += 1
         ids = [e.pk for e in created]
         if any(pk is None for pk in ids):  # a backend that does not return ids from bulk_create
             ids = list(
@@ -245,6 +247,7 @@ class DBRolloutSource:
             )
         self._outstanding.update(ids)
         batch_advance(batch_id=batch.pk)
+        return seed
 
     # --- results -------------------------------------------------------------------------------
 
@@ -253,7 +256,9 @@ class DBRolloutSource:
         return len(self._outstanding)
 
     def poll(self, timeout: float) -> list[RLEpisode]:
-        """Finished episodes not returned yet (env errors follow their re-run; given up ones are dropped)."""
+        """Finished episodes not returned yet. An env error is answered by its re-run; an episode given
+        up on (no re-run left, or its batch cancelled) comes back with no turns, so the trainer knows
+        its group will not grow."""
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             close_old_connections()
@@ -266,12 +271,13 @@ class DBRolloutSource:
         if not self._outstanding:
             return []
         todo = sorted(self._outstanding)
-        rows = {e.pk: e for e in Episode.objects.filter(pk__in=todo).select_related("batch")}
+        rows = {e.pk: e for e in Episode.objects.filter(pk__in=todo).select_related("batch", "task")}
         done: list[int] = []
+        lost: list[RLEpisode] = []
         while todo:
             pk = todo.pop(0)
             episode = rows.get(pk)
-            if episode is None:  # dropped with a cancelled batch
+            if episode is None:  # deleted: nothing is left to say what it was
                 self._outstanding.discard(pk)
                 continue
             if not episode.is_done:
@@ -301,9 +307,10 @@ class DBRolloutSource:
                 continue  # its re-run is about to be created
             log.info("run %s: episode %s ended without a usable outcome; dropped", self.run.pk, pk)
             self._outstanding.discard(pk)
+            lost.append(self._lost(episode))
         self._keep_batch_running()
         if not done:
-            return []
+            return lost
         steps = Prefetch("steps", queryset=Step.objects.order_by("index"), to_attr="ordered_steps")
         finished = (
             Episode.objects.filter(pk__in=done)
@@ -311,7 +318,7 @@ class DBRolloutSource:
             .prefetch_related(steps)
             .order_by("finished_at", "pk")
         )
-        out = []
+        out = lost
         for episode in finished:
             out.append(
                 rl_episode_of(
@@ -322,6 +329,17 @@ class DBRolloutSource:
             )
             self._outstanding.discard(episode.pk)
         return out
+
+    def _lost(self, episode: Episode) -> RLEpisode:
+        """An episode given up on, as the trainer's accounting needs it: its task and seed, no turns."""
+        return RLEpisode(
+            episode.task.slug,
+            int(episode.seed),
+            0.0,
+            (),
+            self._version_of(episode.policy_version_id),
+            episode_id=str(episode.pk),
+        )
 
     def _keep_batch_running(self) -> None:
         """A batch that finished while requests were being added is reopened (episodes never strand)."""

@@ -106,7 +106,12 @@ METRIC_GROUPS: list[dict[str, Any]] = [
     _group("clip", "Clip fraction", ["rl/clip_frac"]),
     _group("value", "Value loss and explained variance", ["rl/value_loss"], ["rl/explained_var"]),
     _group("length", "Response length (tokens)", ["rl/response_len"]),
-    _group("is", "Importance weights", ["rl/is_weight_mean", "rl/is_weight_max"], ["rl/is_truncated_frac"]),
+    _group(
+        "is",
+        "Importance weights",
+        ["rl/is_weight_mean", "rl/is_weight_max", "rl/is_weight_min"],
+        ["rl/is_truncated_frac"],
+    ),
     _group("speed", "Tokens per second and step time (s)", ["train/tokens_per_s"], ["train/step_time_s"]),
     _group("env", "Environment utilisation and policy lag", ["rl/env_utilisation"], ["rl/policy_lag"]),
     _group("loss", "Loss and learning rate", ["train/loss"], ["train/lr"]),

@@ -264,6 +264,7 @@ class PairSource:
         self.version = 0
         self.model_dir: Path | None = None
         self.n = 0
+        self.seed = 0
 
     def tasks(self) -> list[str]:
         return ["toy/buttons-2"]
@@ -271,8 +272,10 @@ class PairSource:
     def publish(self, version: int, model_dir: Path) -> None:
         self.version, self.model_dir = version, model_dir
 
-    def request(self, task_id: str, n: int, *, max_steps: int) -> None:
-        self.queue += [(task_id, 7, max_steps)] * n
+    def request(self, task_id: str, n: int, *, max_steps: int) -> int:
+        self.seed += 1
+        self.queue += [(task_id, self.seed, max_steps)] * n
+        return self.seed
 
     def pending(self) -> int:
         return len(self.queue)
@@ -348,3 +351,64 @@ def test_the_update_raises_the_successful_response_over_the_failed_one(
     if algorithm == "grpo":
         # The rollouts' own logprobs were those of the published policy, so the IS weights sit near 1.
         assert all(0.5 < m["rl/is_weight_mean"] <= 2.0 for m in trained)
+
+
+class InterleavedSource:
+    """Rollouts finish out of order: a request's rollouts come back mixed with a later request's of the
+    same task, and one is lost to the infrastructure (no turns), as a busy pool returns them."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, int, int]] = []
+        self.seed = 100
+
+    def tasks(self) -> list[str]:
+        return ["toy/buttons-2"]
+
+    def publish(self, version: int, model_dir: Path) -> None: ...
+
+    def request(self, task_id: str, n: int, *, max_steps: int) -> int:
+        self.seed += 1
+        self.requests.append((task_id, self.seed, n))
+        return self.seed
+
+    def pending(self) -> int:
+        return sum(n for _, _, n in self.requests)
+
+    def poll(self, timeout: float) -> list[Any]:
+        from agent_core.training.types import RLEpisode, RLTurn
+
+        ex = oracle_examples(["toy/buttons-2"], range(7, 8))[0]
+        turn = RLTurn(ex.messages, ex.a11y, (1, 2), (-0.1, -0.1), parsed=True)
+        mine, self.requests = self.requests[:2], self.requests[2:]
+        (task, s1, n1), (_, s2, n2) = mine
+        a = [RLEpisode(task, s1, float(i % 2), (turn,), 0, steps=1) for i in range(n1)]
+        b = [RLEpisode(task, s2, float(i % 2), (turn,), 0, steps=1) for i in range(n2)]
+        b[0] = RLEpisode(task, s2, 0.0, (), 0)  # lost: its group completes with one fewer
+        mixed = [ep for pair in zip(a, b, strict=True) for ep in pair]
+        return mixed[::-1]
+
+    def utilisation(self) -> float | None:
+        return None
+
+    def close(self) -> None: ...
+
+
+def test_a_grpo_group_is_the_rollouts_of_one_request_whatever_order_they_finish_in(
+    sft_policy: Path, tmp_path: Path
+) -> None:
+    from agent_core.training.runner import RLTrainer
+
+    cfg = validate_config(
+        "grpo", {"iterations": 1, "episodes_per_iteration": 5, "min_rollouts": 3, "max_rollouts": 3}
+    )
+    trainer = RLTrainer(RunSpec("grpo", cfg, sft_policy, tmp_path / "g"), NullHooks(quiet=True))
+    source = InterleavedSource()
+    groups = trainer._collect(source, source.tasks())
+    assert groups is not None
+    # Two requests of 3 came back interleaved and reversed; one of the second's was lost, so its
+    # group has 2. Before, groups were cut from the task's arrivals in order and mixed instances.
+    assert sorted((len(g), {ep.seed for ep in g}) for g in groups) == [(2, {102}), (3, {101})]
+    assert trainer.dropped == 1
+    # The lost episode tells the curator nothing about the task: the 5 others were recorded.
+    assert len(trainer.curator.state_dict()["records"]["toy/buttons-2"]) == 5
+    assert source.pending() == 6  # the requests asked for beyond this iteration are still out

@@ -153,15 +153,16 @@ def test_publish_makes_a_sampling_local_policy_version_of_the_checkpoint(run, ti
 def test_requests_become_capped_episodes_of_one_batch_with_training_seeds(run, enqueued):
     source = DBRolloutSource(run, run.config)
     source.publish(0, checkpoint(0))
-    source.request("rl/a", 3, max_steps=4)
-    source.request("rl/b", 1, max_steps=9)
+    # A request's rollouts share one fresh instance (a GRPO group); the next request gets the next.
+    assert source.request("rl/a", 3, max_steps=4) == TRAINING_SEED_BASE
+    assert source.request("rl/b", 1, max_steps=9) == TRAINING_SEED_BASE + 1
     batch = RolloutBatch.objects.get(name=f"training run {run.pk}")
     episodes = list(Episode.objects.filter(batch=batch).order_by("pk"))
     assert [(e.task.slug, e.seed, e.max_steps) for e in episodes] == [
         ("rl/a", TRAINING_SEED_BASE, 4),
-        ("rl/a", TRAINING_SEED_BASE + 1, 4),
-        ("rl/a", TRAINING_SEED_BASE + 2, 4),
-        ("rl/b", TRAINING_SEED_BASE + 3, 9),
+        ("rl/a", TRAINING_SEED_BASE, 4),
+        ("rl/a", TRAINING_SEED_BASE, 4),
+        ("rl/b", TRAINING_SEED_BASE + 1, 9),
     ]
     assert all(e.policy_version.name == f"run-{run.pk}-v0" for e in episodes)
     assert batch.config == {"history_images": 2, "episodic_k": 0} and batch.concurrency == 2
@@ -211,7 +212,7 @@ def test_poll_gives_finished_episodes_as_rl_episodes_of_the_version_that_ran_the
     assert source.pending() == 0 and source.poll(timeout=0) == []
 
 
-def test_an_env_error_is_answered_by_its_rerun_and_a_final_one_is_dropped(run, enqueued):
+def test_an_env_error_is_answered_by_its_rerun_and_a_final_one_comes_back_with_no_turns(run, enqueued):
     source = DBRolloutSource(run, run.config)
     source.publish(0, checkpoint(0))
     source.request("rl/a", 1, max_steps=5)
@@ -223,6 +224,16 @@ def test_an_env_error_is_answered_by_its_rerun_and_a_final_one_is_dropped(run, e
     work(rerun.pk, env_error=True)
     last = work(Episode.objects.get(retry_of=rerun).pk, env_error=True)  # the batch's third attempt
     assert last.attempt == 3 and not Episode.objects.filter(retry_of=last).exists()
+    # Given up on: it comes back once, turnless and failed, so the trainer's group stops waiting on it.
+    (lost,) = source.poll(timeout=0)
+    assert (lost.task_id, lost.seed, lost.reward, lost.turns, lost.policy_version) == (
+        "rl/a",
+        TRAINING_SEED_BASE,
+        0.0,
+        (),
+        0,
+    )
+    assert lost.episode_id == str(last.pk)
     assert source.poll(timeout=0) == [] and source.pending() == 0
 
 
@@ -264,7 +275,7 @@ def test_a_restarted_trainer_cancels_the_batch_its_predecessor_left(run, enqueue
     fresh.request("rl/a", 1, max_steps=5)
     new = RolloutBatch.objects.exclude(pk=old.pk).get(name=f"training run {run.pk}")
     # Seeds go on after the ones already used: a resumed run does not replay the same instances.
-    assert Episode.objects.get(batch=new).seed == TRAINING_SEED_BASE + 3
+    assert Episode.objects.get(batch=new).seed == TRAINING_SEED_BASE + 1
 
 
 def test_utilisation_is_the_share_of_slot_time_spent_on_steps(run, enqueued):

@@ -145,6 +145,7 @@ def test_rollouts_of_a_run_come_back_as_the_policy_made_them_and_follow_a_new_po
         source.close()
 
     assert [e.policy_version for e in first] == [0, 0] and [e.policy_version for e in second] == [1]
+    assert first[0].seed == first[1].seed != second[0].seed  # a request's rollouts: one instance
     v1 = PolicyVersion.objects.get(name=f"run-{run.pk}-v1")
     assert v1.model_name == "training/rl/checkpoints/step-000001" and v1.config["temperature"] == 1.0
     assert RolloutBatch.objects.get(name=f"training run {run.pk}").status in ("finished", "cancelled")
