@@ -1,6 +1,7 @@
 """Training throughput on the tiny policy: SFT, PPO and GRPO; environment utilisation while streaming.
 
     python bench/train_bench.py [--sft-steps 30] [--iterations 4] [--envs 2] [--no-browser]
+                                [--hidden 128 --layers 4 --heads 4] [--dtype float32]
 
 - SFT: optimizer steps of 16 examples (toy oracle demonstrations, ~110 tokens each).
 - PPO and GRPO: iterations on the toy rollout source (real samples of the policy, parsed by the
@@ -10,7 +11,11 @@
   the trainer keeping rollouts asked for while it updates; environment utilisation is the share of
   environment-time spent inside episodes.
 
-Figures are medians over steps after the first (warm-up); the device is printed with them.
+Figures are medians over steps after the first (warm-up); the device is printed with them. Training
+and the rollouts' policy run on CUDA where there is one (`device: auto`), so the same command measures
+a GPU machine; `--hidden/--layers/--heads` size the policy (the default is the tiny policy) and
+`--dtype bfloat16` trains in bf16. For GRPO it also prints how far the trainer's log-probabilities of
+the sampled tokens are from those the rollout policy reported (π_old/π_rollout; 1.0 means they agree).
 """
 
 from __future__ import annotations
@@ -48,46 +53,76 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=16, help="episodes per RL iteration")
     ap.add_argument("--envs", type=int, default=2)
     ap.add_argument("--no-browser", action="store_true", help="skip the streaming run in Chromium")
+    ap.add_argument("--hidden", type=int, default=128, help="hidden size of the policy")
+    ap.add_argument("--layers", type=int, default=4, help="decoder layers of the policy")
+    ap.add_argument("--heads", type=int, default=4, help="attention heads of the policy")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    ap.add_argument("--batch", type=int, default=16, help="SFT examples per step and RL turns per minibatch")
+    ap.add_argument("--rl", default="ppo,grpo", help="RL algorithms to measure, comma-separated")
+    ap.add_argument("--sft-lr", type=float, default=3e-3, help="SFT learning rate (larger models want less)")
     args = ap.parse_args()
     import torch
 
-    device = "cuda" if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)"
+    cuda = torch.cuda.is_available()
+    device = f"cuda ({torch.cuda.get_device_name(0)})" if cuda else f"cpu ({torch.get_num_threads()} threads)"
+    rollout_device = "cuda" if cuda else "cpu"
     work = Path(tempfile.mkdtemp(prefix="train-bench-"))
-    base = build_tiny_policy(work / "base")
+    base = build_tiny_policy(
+        work / "base", hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads
+    )
     n_params = sum(
         p.numel()
         for p in __import__("transformers").AutoModelForCausalLM.from_pretrained(str(base)).parameters()
     )
-    print(f"tiny policy: {n_params / 1e6:.2f} M parameters, device {device}")
+    print(
+        f"policy: {n_params / 1e6:.2f} M parameters (hidden {args.hidden}, {args.layers} layers), "
+        f"{args.dtype}, device {device}"
+    )
     rows: list[tuple[str, float, float, str]] = []
 
     hooks = NullHooks(quiet=True)
     cfg = validate_config(
-        "sft", {"max_steps": args.sft_steps, "batch_size": 16, "lr": 3e-3, "checkpoint_every": 10_000}
-    )
+        "sft",
+        {"max_steps": args.sft_steps, "batch_size": args.batch, "lr": args.sft_lr, "checkpoint_every": 10_000,
+         "dtype": args.dtype},
+    )  # fmt: skip
     run(RunSpec("sft", cfg, base, work / "sft"), hooks, examples=oracle_examples(TASKS, range(200)))
     rows.append(
         (
             "sft",
             med(hooks, "train/tokens_per_s"),
             med(hooks, "train/step_time_s"),
-            f"{args.sft_steps} steps x 16 examples",
+            f"{args.sft_steps} steps x {args.batch} examples",
         )
     )
     start = latest_checkpoint(work / "sft")
     assert start is not None
 
     rl: dict[str, Any] = {"iterations": args.iterations, "episodes_per_iteration": args.episodes,
-                          "max_steps_per_episode": 3, "max_new_tokens": 32, "minibatch_size": 16,
-                          "checkpoint_every": 10_000}  # fmt: skip
+                          "max_steps_per_episode": 3, "max_new_tokens": 32, "minibatch_size": args.batch,
+                          "checkpoint_every": 10_000, "dtype": args.dtype}  # fmt: skip
+    rollout_policy = {"device": rollout_device, "dtype": args.dtype}
     for alg, extra in (("ppo", {"value_pretrain_steps": 1}), ("grpo", {})):
+        if alg not in args.rl.split(","):
+            continue
         hooks = NullHooks(quiet=True)
         cfg = validate_config(alg, {**rl, **extra})
         t = time.monotonic()
-        run(RunSpec(alg, cfg, start, work / alg), hooks, source=ToySource(TASKS, seed_base=10_000))
+        source = ToySource(TASKS, seed_base=10_000, policy=rollout_policy)
+        run(RunSpec(alg, cfg, start, work / alg), hooks, source=source)
         turns = sum(m.get("rl/turns_trained", 0) for _, m in hooks.metrics)
         took = time.monotonic() - t
-        note = f"{args.iterations} iterations, {turns:.0f} turns trained, {took:.0f} s with rollouts"
+        success = statistics.mean(m["rl/success"] for _, m in hooks.metrics)
+        note = (
+            f"{args.iterations} iterations, rollout success {success:.2f}, {turns:.0f} turns trained, "
+            f"{took:.0f} s with rollouts"
+        )
+        if alg == "grpo" and not turns:
+            note += " (every group agreed: nothing to learn, no update timed)"
+        hi = [m["rl/is_weight_max"] for _, m in hooks.metrics if "rl/is_weight_max" in m]
+        lo = [m["rl/is_weight_min"] for _, m in hooks.metrics if "rl/is_weight_min" in m]
+        if hi and lo:
+            note += f"; pi_old/pi_rollout per token in [{min(lo):.4f}, {max(hi):.4f}]"
         rows.append((alg, med(hooks, "train/tokens_per_s"), med(hooks, "train/step_time_s"), note))
 
     print(f"\n{'algorithm':<10} {'tokens/s':>10} {'step time':>10}  notes")
@@ -107,7 +142,9 @@ def main() -> None:
     pool = BrowserPool(args.envs, work / "sandboxes")
     try:
         policy = {k: v for k, v in POLICY_CONFIG.items() if k != "observation"}
-        source = LocalRolloutSource(specs, pool, policy={**policy, "temperature": 1.0, "seed": None})
+        source = LocalRolloutSource(
+            specs, pool, policy={**policy, **rollout_policy, "temperature": 1.0, "seed": None}
+        )
         hooks = NullHooks(quiet=True)
         cfg = validate_config("grpo", {**rl, "max_steps_per_episode": 4, "max_new_tokens": 48})
         t = time.monotonic()
