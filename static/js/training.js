@@ -114,12 +114,47 @@ function poll(refresh, every) {
   return handle;
 }
 
+// Appends `fresh` ({name: {steps, values}}, what came after the cursor) to `cache`; false when a point
+// would go back in steps (a resumed run recorded steps again), which only a full reload draws right.
+function merge(cache, fresh) {
+  for (const [name, s] of Object.entries(fresh)) {
+    const have = cache[name];
+    if (have && have.steps.length && s.steps.length && s.steps[0] <= have.steps[have.steps.length - 1]) return false;
+  }
+  for (const [name, s] of Object.entries(fresh)) {
+    const have = cache[name] || (cache[name] = { steps: [], values: [] });
+    have.steps.push(...s.steps);
+    have.values.push(...s.values);
+  }
+  return true;
+}
+
+// Past this many points in a series the next tick reloads everything (the server thins long series).
+const RELOAD_ABOVE = 4000;
+
 // One run: a chart per group of metrics, one per metric no group names; polls while the run is active.
+// The first load takes every series; later ones only the points recorded since (the API's cursor).
 export function runCharts({ url, groups, grid, empty = null, every = 5 }) {
+  let cache = {};
+  let cursor = 0;
+  const sep = url.includes("?") ? "&" : "?";
+  async function load() {
+    let json = await getJSON(cursor ? `${url}${sep}after=${cursor}` : url);
+    if (!cursor) {
+      cache = json.series || {};
+    } else if (!merge(cache, json.series || {})) {
+      cursor = 0;
+      json = await getJSON(url);
+      cache = json.series || {};
+    }
+    cursor = json.cursor || 0;
+    if (Object.values(cache).some((s) => s.steps.length > RELOAD_ABOVE)) cursor = 0;
+    return json;
+  }
   async function refresh() {
     let json;
     try {
-      json = await getJSON(url);
+      json = await load();
     } catch (e) {
       for (const canvas of grid.querySelectorAll("canvas")) {
         canvas.closest("section").hidden = false;
@@ -127,7 +162,7 @@ export function runCharts({ url, groups, grid, empty = null, every = 5 }) {
       }
       return true;
     }
-    const series = json.series || {};
+    const series = cache;
     const names = Object.keys(series);
     const used = new Set();
     const plans = [];

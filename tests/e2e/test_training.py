@@ -20,7 +20,7 @@ from tests.webapp.datasets.conftest import GOOD, build_episode
 from webapp.celery import app
 from webapp.datasets.models import Dataset, DatasetVersion
 from webapp.datasets.services import dataset_version_create
-from webapp.training.models import PolicyVersion, TrainingRun
+from webapp.training.models import MetricPoint, PolicyVersion, TrainingRun
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -119,6 +119,7 @@ def test_admin_launches_follows_promotes_and_compares_runs(
     expect(admin.locator('canvas[data-group="speed"]')).to_have_attribute("data-state", "drawn")
     expect(admin.locator('section[data-group="reward"]')).to_be_hidden()  # no RL metric in an SFT run
     expect(loss).to_have_attribute("data-points", "24", timeout=15_000)  # 12 steps of loss and of lr
+    assert_charts_append_only_new_points(admin, first)
     expect(admin.get_by_test_id("run-log")).to_contain_text("step 12/12")
     expect(admin.get_by_test_id("run-log")).to_contain_text("succeeded at step 12")
     expect(admin.get_by_test_id("checkpoint-row")).to_have_count(3)
@@ -149,3 +150,36 @@ def test_admin_launches_follows_promotes_and_compares_runs(
     expect(overlay).to_have_attribute("data-state", "drawn", timeout=30_000)
     expect(admin.locator('[data-testid="final-row"][data-metric="train/loss"] td')).to_have_count(2)
     admin.screenshot(path=SCREENSHOTS / "training-compare.png", full_page=True)
+
+
+CHART_FEED = """async ([url, groups]) => {
+  const grid = document.createElement("div");
+  grid.id = "probe-charts";
+  document.body.appendChild(grid);
+  window.probeFeed = window.TrainingCharts.runCharts({ url, groups, grid, every: 0 });
+  await window.probeFeed.ready;
+}"""
+
+
+def assert_charts_append_only_new_points(page: Page, run: TrainingRun) -> None:
+    """A second feed on the run's page: the first load takes every point, a refresh asks only for what is
+    new since its cursor and appends it, and a point that goes back in steps makes it reload."""
+    asked: list[str] = []
+    # The probe's own URL carries a marker, so the page's feed asking at the same time is not counted.
+    page.on("request", lambda r: asked.append(r.url) if "probe=1" in r.url else None)
+    url = f"/api/v1/training-runs/{run.pk}/series?probe=1"
+    page.evaluate(
+        CHART_FEED, [url, [{"key": "loss", "title": "Loss", "metrics": ["train/loss"], "right": []}]]
+    )
+    probe = page.locator('#probe-charts canvas[data-group="loss"]')
+    expect(probe).to_have_attribute("data-points", "12")
+    page.evaluate("() => window.probeFeed.refresh()")
+    expect(probe).to_have_attribute("data-points", "12")  # nothing new: nothing added twice
+    MetricPoint.objects.create(run=run, name="train/loss", step=13, value=0.01)
+    page.evaluate("() => window.probeFeed.refresh()")
+    expect(probe).to_have_attribute("data-points", "13")
+    assert "after=" not in asked[0] and all("after=" in u for u in asked[1:3]), asked
+    MetricPoint.objects.create(run=run, name="train/loss", step=2, value=0.5)  # a resumed run's re-record
+    page.evaluate("() => window.probeFeed.refresh()")
+    expect(probe).to_have_attribute("data-points", "14")
+    assert "after=" not in asked[-1], asked  # the reload

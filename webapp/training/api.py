@@ -21,6 +21,7 @@ from webapp.training.selectors import (
     policy_versions_list,
     run_log_tail,
     run_series,
+    run_series_since,
     runs_compare,
     training_runs_list,
 )
@@ -330,7 +331,11 @@ class RunSeriesOut(Schema):
     run: int
     status: TrainingRunStatus  # type: ignore[valid-type]
     step: int
-    series: dict[str, SeriesOut] = Field(description="Every metric series; null where a value was not finite")
+    series: dict[str, SeriesOut] = Field(
+        description="Every metric series (with `after`: only the points newer than it); null where a value "
+        "was not finite"
+    )
+    cursor: int = Field(description="Pass as `after` next time to get only the points recorded since")
 
 
 @router.get(
@@ -338,11 +343,16 @@ class RunSeriesOut(Schema):
     url_name="training_run_series",
     response={200: RunSeriesOut, 404: ErrorOut, **DENIED},
 )
-def training_run_series(request: HttpRequest, run_id: int) -> dict[str, Any]:
-    """All of a run's metric series at once (what its page's live charts draw)."""
+def training_run_series(
+    request: HttpRequest,
+    run_id: int,
+    after: int = Query(0, ge=0, description="A cursor from an earlier answer: only newer points come back"),
+) -> dict[str, Any]:
+    """A run's metric series at once (what its page's live charts draw); with `after`, only what is new."""
     require_perm(request, "training.view_trainingrun")
     run = _run_or_404(run_id)
-    return {"run": run.pk, "status": run.status, "step": run.step, "series": run_series(run=run)}
+    series, cursor = run_series_since(run=run, after=after)
+    return {"run": run.pk, "status": run.status, "step": run.step, "series": series, "cursor": cursor}
 
 
 @router.get(

@@ -142,17 +142,32 @@ def run_series(
 
     Non-finite values come back as null (JSON has no NaN); long series are thinned to max_points.
     """
-    qs = MetricPoint.objects.filter(run=run)
+    return run_series_since(run=run, names=names, max_points=max_points)[0]
+
+
+def run_series_since(
+    *, run: TrainingRun, after: int = 0, names: list[str] | None = None, max_points: int = MAX_POINTS
+) -> tuple[dict[str, dict[str, list[Any]]], int]:
+    """The points recorded after point id `after` (every point for 0), as run_series shapes them, and
+    the cursor for the next call: the newest point's id (or `after`, when there is none newer).
+
+    A live chart asks with its last cursor and appends what comes back, instead of reloading every
+    point every few seconds. One trainer writes a run's points, so ids grow in the order they are
+    committed and a cursor never skips one.
+    """
+    qs = MetricPoint.objects.filter(run=run, pk__gt=max(0, after))
     if names is not None:
         qs = qs.filter(name__in=names)
     grouped: dict[str, list[tuple[int, float]]] = {}
-    for name, step, value in qs.order_by("name", "step", "pk").values_list("name", "step", "value"):
+    cursor = max(0, after)
+    for pk, name, step, value in qs.order_by("name", "step", "pk").values_list("pk", "name", "step", "value"):
         grouped.setdefault(name, []).append((step, value))
+        cursor = max(cursor, pk)
     out: dict[str, dict[str, list[Any]]] = {}
     for name, points in grouped.items():
         points = _thin(points, max_points)
         out[name] = {"steps": [s for s, _ in points], "values": [_json_number(v) for _, v in points]}
-    return out
+    return out, cursor
 
 
 def run_final_metrics(*, run: TrainingRun) -> dict[str, float | None]:

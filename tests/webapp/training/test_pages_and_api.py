@@ -212,6 +212,25 @@ def test_series_api_returns_every_series_with_non_finite_values_as_null(personas
     assert body["series"]["train/loss"]["steps"] == [1, 2, 3, 4, 5, 6]
 
 
+def test_series_api_with_a_cursor_gives_only_the_points_recorded_since(personas, finished):
+    client = bearer_client(personas.researcher)
+    url = f"/training-runs/{finished.pk}/series"
+    first = send(client, "GET", url).json()
+    cursor = first["cursor"]
+    assert cursor == MetricPoint.objects.filter(run=finished).latest("pk").pk
+    nothing = send(client, "GET", f"{url}?after={cursor}").json()
+    assert nothing["series"] == {} and nothing["cursor"] == cursor  # nothing new: the cursor stays
+    MetricPoint.objects.create(run=finished, name="train/loss", step=7, value=0.125)
+    MetricPoint.objects.create(run=finished, name="rl/success", step=7, value=1.0)
+    new = send(client, "GET", f"{url}?after={cursor}").json()
+    assert new["series"] == {
+        "train/loss": {"steps": [7], "values": [0.125]},
+        "rl/success": {"steps": [7], "values": [1.0]},
+    }
+    assert new["cursor"] > cursor
+    assert send(client, "GET", f"{url}?after=-1").status_code == 400
+
+
 def test_log_api_returns_the_tail(personas, finished):
     body = send(bearer_client(personas.researcher), "GET", f"/training-runs/{finished.pk}/log?tail=2").json()
     assert body["run"] == finished.pk and len(body["lines"]) == 2
