@@ -119,6 +119,9 @@ def main() -> None:
     ap.add_argument("--rl-minibatch", type=int, default=16, help="turns per RL gradient step")
     ap.add_argument("--rl-kl-coef", type=float, default=0.0, help="KL penalty to the SFT policy")
     ap.add_argument("--eval", type=int, default=20, help="held-back evaluation seeds per task (0..N-1)")
+    ap.add_argument(
+        "--random-eval", type=int, default=0, help="held-back seeds for the random policy (default: --eval)"
+    )
     ap.add_argument("--out", default="var/bench/cpu_demo.json")
     ap.add_argument("--workdir", default="")
     args = ap.parse_args()
@@ -158,7 +161,8 @@ def main() -> None:
             cached = {"examples": [dataclasses.asdict(e) for e in examples], "texts": texts}
             demo_cache.write_text(json.dumps(cached))
         results["demonstrations"] = len(examples)
-        random_cache = work / f"random-{'+'.join(sorted(specs))}-{args.eval}.json".replace("/", "_")
+        random_seeds = list(range(args.random_eval or args.eval))
+        random_cache = work / f"random-{'+'.join(sorted(specs))}-{len(random_seeds)}.json".replace("/", "_")
         if random_cache.exists():
             results["random"] = json.loads(random_cache.read_text())
             results["random_reused"] = str(random_cache)
@@ -169,7 +173,7 @@ def main() -> None:
                 evaluate(
                     pool,
                     specs,
-                    eval_seeds,
+                    random_seeds,
                     lambda: make_policy("random", seed=0),
                     max_steps=EVAL_STEPS,
                     attempts=1,
@@ -222,14 +226,22 @@ def main() -> None:
             )
             t = time.monotonic()
             hooks = Hooks(f"seed {seed} {args.algorithm}")
-            try:
-                run(
-                    RunSpec(args.algorithm, rl_cfg, sft_dir, rl_out),
-                    hooks,
-                    source=source,
-                )
-            finally:
+            rl_dir = latest_checkpoint(rl_out)
+            if rl_dir is not None and rl_dir.name == f"step-{args.rl_iterations:06d}":
+                # A finished RL run with the same settings in the same --workdir is evaluated again, not
+                # retrained (more held-back seeds for the same policies; the JSON says so).
                 source.close()
+                print(f"[seed {seed}] RL (reused {rl_dir})", flush=True)
+                results.setdefault("rl_reused", []).append(str(rl_dir))
+            else:
+                try:
+                    run(
+                        RunSpec(args.algorithm, rl_cfg, sft_dir, rl_out),
+                        hooks,
+                        source=source,
+                    )
+                finally:
+                    source.close()
             rl_s = time.monotonic() - t
             rl_dir = latest_checkpoint(rl_out)
             assert rl_dir is not None
@@ -244,6 +256,15 @@ def main() -> None:
                     "sft_seconds": round(sft_s, 1),
                     "rl_seconds": round(rl_s, 1),
                     "rl_success_curve": [round(m.get("rl/success", 0.0), 3) for _, m in hooks.metrics],
+                    # Per task: the curator moves rollouts to failing tasks, so the overall curve mixes
+                    # tasks in changing shares; these say how each task's rollouts did (null: none).
+                    "rl_success_per_task": {
+                        t: [
+                            round(m[f"rl/success/{t}"], 3) if f"rl/success/{t}" in m else None
+                            for _, m in hooks.metrics
+                        ]
+                        for t in tasks
+                    },
                     "env_utilisation_mean": round(sum(util) / len(util), 3) if util else None,
                 }
             )
@@ -254,7 +275,8 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     print()
-    print(f"success on held-back seeds 0..{args.eval - 1}, {args.algorithm.upper()}, "
+    print(f"success on held-back seeds 0..{args.eval - 1} (random policy: 0..{len(random_seeds) - 1}), "
+          f"{args.algorithm.upper()}, "
           f"training seeds {args.seeds}, {results['seconds']:.0f} s in all")  # fmt: skip
     print(table(results, tasks))
     print(f"figures written to {out}")
