@@ -186,8 +186,13 @@ def main() -> None:
             # RL settings can be compared from one SFT policy (the JSON says so).
             sft_dir = latest_checkpoint(work / f"seed{seed}" / "sft")
             sft_cache = work / f"seed{seed}" / f"sft_eval-{args.eval}.json"
-            if sft_dir is not None and sft_dir.name == f"step-{args.sft_steps:06d}" and sft_cache.exists():
-                sft_eval, sft_s = json.loads(sft_cache.read_text()), 0.0
+            if sft_dir is not None and sft_dir.name == f"step-{args.sft_steps:06d}":
+                if sft_cache.exists():
+                    sft_eval = json.loads(sft_cache.read_text())
+                else:  # the same SFT policy on another number of held-back seeds
+                    sft_eval = evaluate_greedy(sft_dir)
+                    sft_cache.write_text(json.dumps(sft_eval))
+                sft_s = 0.0
                 print(f"[seed {seed}] SFT-only (reused {sft_dir}): {sft_eval}", flush=True)
             else:
                 base = build_tiny_policy(work / f"seed{seed}" / "base", corpus=texts, seed=seed)
