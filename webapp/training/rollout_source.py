@@ -68,6 +68,7 @@ class DBRolloutSource:
         self.current: PolicyVersion | None = None
         self._versions: dict[int, int] = {}  # PolicyVersion pk -> the version the trainer published
         self._outstanding: set[int] = set()  # episode ids asked for and not returned yet
+        self._asked: dict[int, tuple[str, int]] = {}  # outstanding episode id -> its request's (task, seed)
         self._batch: RolloutBatch | None = None
         self._clock = time.time
         self._window = self._clock()
@@ -246,6 +247,7 @@ class DBRolloutSource:
                 .values_list("pk", flat=True)[:n]
             )
         self._outstanding.update(ids)
+        self._asked.update({pk: (task_id, seed) for pk in ids})
         batch_advance(batch_id=batch.pk)
         return seed
 
@@ -277,8 +279,9 @@ class DBRolloutSource:
         while todo:
             pk = todo.pop(0)
             episode = rows.get(pk)
-            if episode is None:  # deleted: nothing is left to say what it was
+            if episode is None:  # deleted (its batch was cancelled): lost
                 self._outstanding.discard(pk)
+                lost.append(self._lost(pk))
                 continue
             if not episode.is_done:
                 continue
@@ -286,10 +289,11 @@ class DBRolloutSource:
                 done.append(pk)
                 continue
             # An infrastructure failure: its re-run (a new episode) answers the request instead.
-            retry = Episode.objects.filter(retry_of_id=pk).select_related("batch").first()
+            retry = Episode.objects.filter(retry_of_id=pk).select_related("batch", "task").first()
             if retry is not None:
                 self._outstanding.discard(pk)
                 self._outstanding.add(retry.pk)
+                self._asked[retry.pk] = self._asked.pop(pk, (retry.task.slug, int(retry.seed)))
                 rows[retry.pk] = retry
                 todo.append(retry.pk)
                 continue
@@ -307,7 +311,7 @@ class DBRolloutSource:
                 continue  # its re-run is about to be created
             log.info("run %s: episode %s ended without a usable outcome; dropped", self.run.pk, pk)
             self._outstanding.discard(pk)
-            lost.append(self._lost(episode))
+            lost.append(self._lost(pk, episode))
         self._keep_batch_running()
         if not done:
             return lost
@@ -328,18 +332,17 @@ class DBRolloutSource:
                 )
             )
             self._outstanding.discard(episode.pk)
+            self._asked.pop(episode.pk, None)
         return out
 
-    def _lost(self, episode: Episode) -> RLEpisode:
-        """An episode given up on, as the trainer's accounting needs it: its task and seed, no turns."""
-        return RLEpisode(
-            episode.task.slug,
-            int(episode.seed),
-            0.0,
-            (),
-            self._version_of(episode.policy_version_id),
-            episode_id=str(episode.pk),
-        )
+    def _lost(self, pk: int, episode: Episode | None = None) -> RLEpisode:
+        """An episode given up on (or deleted), as the trainer's accounting needs it: its request's task
+        and seed, no turns."""
+        task, seed = self._asked.pop(pk, ("", 0))
+        if episode is not None:
+            task, seed = episode.task.slug, int(episode.seed)
+        version = self._version_of(episode.policy_version_id) if episode is not None else -1
+        return RLEpisode(task, seed, 0.0, (), version, episode_id=str(pk))
 
     def _keep_batch_running(self) -> None:
         """A batch that finished while requests were being added is reopened (episodes never strand)."""
@@ -390,3 +393,4 @@ class DBRolloutSource:
                 "run %s: rollout batch %s cancelled (%d queued dropped)", self.run.pk, self._batch.pk, dropped
             )
         self._outstanding.clear()
+        self._asked.clear()

@@ -29,7 +29,7 @@ from webapp.episodes.services import episode_finish, step_record
 from webapp.rollouts import tasks as rollout_tasks
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.policies import observation_for, policy_for
-from webapp.rollouts.services import _agent_config, _env_failure, batch_advance
+from webapp.rollouts.services import _agent_config, _env_failure, batch_advance, batch_cancel
 from webapp.training.models import PolicyVersion, TrainingRun
 from webapp.training.rollout_source import TRAINING_SEED_BASE, DBRolloutSource
 
@@ -235,6 +235,22 @@ def test_an_env_error_is_answered_by_its_rerun_and_a_final_one_comes_back_with_n
     )
     assert lost.episode_id == str(last.pk)
     assert source.poll(timeout=0) == [] and source.pending() == 0
+
+
+def test_episodes_deleted_with_a_cancelled_batch_come_back_lost_with_their_request(run, enqueued):
+    source = DBRolloutSource(run, run.config)
+    source.publish(0, checkpoint(0))
+    seed = source.request("rl/a", 3, max_steps=5)
+    work(enqueued[0], reward=1.0)
+    # Somebody cancels the run's batch from the Rollouts page: its pending episodes are deleted.
+    assert batch_cancel(batch=RolloutBatch.objects.get(name=f"training run {run.pk}")) == 2
+    got = source.poll(timeout=2)
+    assert sorted((e.task_id, e.seed, e.reward, len(e.turns)) for e in got) == [
+        ("rl/a", seed, 0.0, 0),
+        ("rl/a", seed, 0.0, 0),
+        ("rl/a", seed, 1.0, 2),
+    ]
+    assert source.pending() == 0 and source.poll(timeout=0) == []
 
 
 def test_the_batch_reopens_for_new_requests_and_close_cancels_it(run, enqueued):
