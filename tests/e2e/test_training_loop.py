@@ -112,6 +112,24 @@ def successes(batch: RolloutBatch) -> tuple[int, int]:
     return sum(1 for e in episodes if (e.reward or 0) >= 1.0), episodes.count()
 
 
+def outcomes(batch: RolloutBatch) -> list[tuple[Any, ...]]:
+    """Every episode of a batch as a failed assertion should show it (re-runs included)."""
+    return [
+        (
+            e.pk,
+            e.seed,
+            e.status,
+            e.env_error,
+            e.reward,
+            e.attempt,
+            e.retry_of_id,
+            e.stop_reason,
+            e.error_message,
+        )
+        for e in Episode.objects.filter(batch=batch).order_by("pk")
+    ]
+
+
 def launch_run(page: Page, *, algorithm: str, name: str, policy: PolicyVersion, **data: str) -> TrainingRun:
     """Launch a training run from the Training page (data: dataset= or suite=, cfg_<field>=)."""
     page.goto("/training/")
@@ -168,7 +186,7 @@ def test_the_whole_loop_from_the_pages(platform: str, browser: Browser, personas
 
     # 1. Rollouts: the oracle on six instances of the task.
     demos = launch_batch(researcher, suite=suite, policy=oracle, n=6)
-    assert successes(demos) == (6, 6)
+    assert successes(demos) == (6, 6), outcomes(demos)
 
     # 2. Routing: a round closed from the flywheel page puts the six in flywheel-sft@v1.
     admin.goto("/datasets/flywheel/")
