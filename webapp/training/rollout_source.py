@@ -67,8 +67,8 @@ class DBRolloutSource:
         self.base = run.base_policy
         self.current: PolicyVersion | None = None
         self._versions: dict[int, int] = {}  # PolicyVersion pk -> the version the trainer published
-        self._outstanding: set[int] = set()  # episode ids asked for and not returned yet
-        self._asked: dict[int, tuple[str, int]] = {}  # outstanding episode id -> its request's (task, seed)
+        # Episode ids asked for and not returned yet -> their request's (task, seed).
+        self._outstanding: dict[int, tuple[str, int]] = {}
         self._batch: RolloutBatch | None = None
         self._clock = time.time
         self._window = self._clock()
@@ -246,8 +246,7 @@ class DBRolloutSource:
                 .order_by("-pk")
                 .values_list("pk", flat=True)[:n]
             )
-        self._outstanding.update(ids)
-        self._asked.update({pk: (task_id, seed) for pk in ids})
+        self._outstanding.update({pk: (task_id, seed) for pk in ids})
         batch_advance(batch_id=batch.pk)
         return seed
 
@@ -273,14 +272,13 @@ class DBRolloutSource:
         if not self._outstanding:
             return []
         todo = sorted(self._outstanding)
-        rows = {e.pk: e for e in Episode.objects.filter(pk__in=todo).select_related("batch", "task")}
+        rows = {e.pk: e for e in Episode.objects.filter(pk__in=todo).select_related("batch")}
         done: list[int] = []
         lost: list[RLEpisode] = []
         while todo:
             pk = todo.pop(0)
             episode = rows.get(pk)
             if episode is None:  # deleted (its batch was cancelled): lost
-                self._outstanding.discard(pk)
                 lost.append(self._lost(pk))
                 continue
             if not episode.is_done:
@@ -289,11 +287,9 @@ class DBRolloutSource:
                 done.append(pk)
                 continue
             # An infrastructure failure: its re-run (a new episode) answers the request instead.
-            retry = Episode.objects.filter(retry_of_id=pk).select_related("batch", "task").first()
+            retry = Episode.objects.filter(retry_of_id=pk).select_related("batch").first()
             if retry is not None:
-                self._outstanding.discard(pk)
-                self._outstanding.add(retry.pk)
-                self._asked[retry.pk] = self._asked.pop(pk, (retry.task.slug, int(retry.seed)))
+                self._outstanding[retry.pk] = self._outstanding.pop(pk)
                 rows[retry.pk] = retry
                 todo.append(retry.pk)
                 continue
@@ -310,7 +306,6 @@ class DBRolloutSource:
             if may_retry and recent:
                 continue  # its re-run is about to be created
             log.info("run %s: episode %s ended without a usable outcome; dropped", self.run.pk, pk)
-            self._outstanding.discard(pk)
             lost.append(self._lost(pk, episode))
         self._keep_batch_running()
         if not done:
@@ -331,16 +326,13 @@ class DBRolloutSource:
                     history_images=self.history_images,
                 )
             )
-            self._outstanding.discard(episode.pk)
-            self._asked.pop(episode.pk, None)
+            self._outstanding.pop(episode.pk, None)
         return out
 
     def _lost(self, pk: int, episode: Episode | None = None) -> RLEpisode:
         """An episode given up on (or deleted), as the trainer's accounting needs it: its request's task
         and seed, no turns."""
-        task, seed = self._asked.pop(pk, ("", 0))
-        if episode is not None:
-            task, seed = episode.task.slug, int(episode.seed)
+        task, seed = self._outstanding.pop(pk)
         version = self._version_of(episode.policy_version_id) if episode is not None else -1
         return RLEpisode(task, seed, 0.0, (), version, episode_id=str(pk))
 
@@ -350,7 +342,7 @@ class DBRolloutSource:
         if batch is None or self._closed:
             return
         stranded = Episode.objects.filter(
-            pk__in=self._outstanding, status=Episode.Status.PENDING, batch=batch
+            pk__in=list(self._outstanding), status=Episode.Status.PENDING, batch=batch
         )
         reopened = (
             RolloutBatch.objects.filter(pk=batch.pk, status=RolloutBatch.Status.FINISHED)
@@ -393,4 +385,3 @@ class DBRolloutSource:
                 "run %s: rollout batch %s cancelled (%d queued dropped)", self.run.pk, self._batch.pk, dropped
             )
         self._outstanding.clear()
-        self._asked.clear()
