@@ -163,6 +163,17 @@ def vision_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[list[dict[st
     return out, images
 
 
+def vision_encoding(processor: Any, messages: Sequence[Mapping[str, Any]]) -> Any:
+    """A vision-language prompt's model inputs (a BatchEncoding of tensors: input_ids, attention_mask and
+    the image tensors, e.g. pixel_values), rendered with the processor's chat template.
+
+    Trainers encode prompts with this too, so training sees exactly what the policy saw."""
+    chat, images = vision_messages(messages)
+    text = processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    # The template wrote the special tokens it wants; the tokenizer must not add a BOS again.
+    return processor(text=[text], images=images or None, return_tensors="pt", add_special_tokens=False)
+
+
 @register_policy("local")
 class LocalPolicy(Policy):
     """Greedy (temperature 0) or sampled generation with a local checkpoint; loads on first use."""
@@ -235,15 +246,9 @@ class LocalPolicy(Policy):
         if not inp.messages:
             raise PolicyError("local policy: PolicyInput.messages is empty (the agent builds the prompt)")
         if self.vision:
-            messages, images = vision_messages(inp.messages)
-            owner = self._processor if getattr(self._processor, "chat_template", None) else None
-            if owner is None:
+            if not getattr(self._processor, "chat_template", None):
                 raise PolicyError(f"local policy: {self.model_path} has no chat template for its processor")
-            text = owner.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            # The template wrote the special tokens it wants; the tokenizer must not add a BOS again.
-            return self._processor(
-                text=[text], images=images or None, return_tensors="pt", add_special_tokens=False
-            )
+            return vision_encoding(self._processor, inp.messages)
         text, special = text_prompt(self._tokenizer, inp.messages, inp.observation.a11y)
         return self._tokenizer(text, return_tensors="pt", add_special_tokens=special)
 

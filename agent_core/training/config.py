@@ -48,7 +48,7 @@ COMMON = (
     _f("lr", float, 1e-3, "Learning rate of the policy (AdamW)", 1e-8, 1.0),
     _f("weight_decay", float, 0.0, "AdamW weight decay", 0.0, 1.0),
     _f("grad_clip", float, 1.0, "Clip the gradient norm to this (0: no clipping)", 0.0, 1e6),
-    _f("max_seq_len", int, 2048, "Longest prompt + response in tokens; longer samples keep their end", 16, 131072),
+    _f("max_seq_len", int, 2048, "Longest prompt + response in tokens (longer: a text sample keeps its end, a VLM one is skipped)", 16, 131072),
     _f("checkpoint_every", int, 50, "Save a checkpoint every this many optimizer steps", 1, 1_000_000),
     _f("keep_checkpoints", int, 0, "Keep only the newest N checkpoint directories (0: keep all)", 0, 10_000),
     _f("device", str, "auto", "Where to train: auto (cuda when there is one), cpu or cuda", choices=("auto", "cpu", "cuda")),

@@ -2,8 +2,11 @@
 
 `run(spec, hooks, examples=..., source=...)` is the one entry point: the webapp's Celery task calls it,
 and so do the demonstration and benchmark scripts. The same code trains a tiny model on a CPU and a
-real one on a GPU (`device: auto`). Text-only causal LMs are trained here; a vision-language checkpoint
-is refused with a clear error (see the issue note).
+real one on a GPU (`device: auto`), a text-only causal LM or a vision-language model alike: a checkpoint
+with a processor (LLaVA, Qwen2-VL and the like, as `LocalPolicy` loads them) is trained on the screenshots
+its prompts carry, encoded by the same `vision_encoding` call the policy makes. Its image tensors are
+rebuilt for each minibatch from the prompt's messages rather than kept for the whole run, and a prompt
+too long for `max_seq_len` is skipped (and counted) rather than cut, since cutting it would cut an image.
 
 Checkpoints are save_pretrained directories under `out_dir/checkpoints/step-NNNNNN/` that
 `LocalPolicy` loads directly, plus `trainer_state.pt` (optimizer, critic, curation state, data
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_core.policies.local import _LOAD_LOCK, _version, is_vision_model, text_prompt
+from agent_core.policies.local import _LOAD_LOCK, _version, is_vision_model, text_prompt, vision_encoding
 from agent_core.training.tiny_policy import LINEAGE_FILE
 from agent_core.training.types import Hooks, RLEpisode, RLTurn, RolloutSource, RunResult, RunSpec, SFTExample
 
@@ -75,17 +78,42 @@ def _device(name: str) -> str:
     return name
 
 
-def load_policy_model(path: Path, *, device: str, dtype: str = "float32") -> tuple[Any, Any]:
-    """(tokenizer, model) of a text-only checkpoint directory, ready to train on `device`."""
+class PromptCodec:
+    """How a checkpoint's prompts become model inputs, exactly as `LocalPolicy` builds them at rollout
+    time: token ids (the text prompt, or the chat template with image tokens), plus the image tensors
+    of a vision-language model."""
+
+    def __init__(self, tokenizer: Any, processor: Any = None) -> None:
+        self.tokenizer = tokenizer
+        self.processor = processor
+
+    @property
+    def vision(self) -> bool:
+        return self.processor is not None
+
+    def prompt_ids(self, messages: Sequence[Mapping[str, Any]], a11y: str | None) -> list[int]:
+        if self.processor is None:
+            return prompt_ids(self.tokenizer, messages, a11y)
+        return [int(t) for t in vision_encoding(self.processor, messages)["input_ids"][0].tolist()]
+
+    def images(self, messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The prompt's image tensors (pixel_values and whatever else the processor gives, e.g. a
+        Qwen2-VL image_grid_thw); empty for a text-only model or a prompt without images."""
+        if self.processor is None:
+            return {}
+        enc = vision_encoding(self.processor, messages)
+        return {k: v for k, v in enc.items() if k not in ("input_ids", "attention_mask")}
+
+    def save(self, directory: Path) -> None:
+        (self.processor or self.tokenizer).save_pretrained(str(directory))
+
+
+def load_policy_model(path: Path, *, device: str, dtype: str = "float32") -> tuple[PromptCodec, Any]:
+    """(prompt codec, model) of a checkpoint directory (text-only or vision-language), ready to train."""
     torch = _lazy("torch")
     tfm = _lazy("transformers")
     if not (Path(path) / "config.json").is_file():
         raise TrainingError(f"{path} is not a model directory (no config.json)")
-    if is_vision_model(path):
-        raise TrainingError(
-            f"{path} is a vision-language model; this trainer trains text-only causal LMs "
-            "(vision-language training is not implemented yet)"
-        )
     try:
         # One load at a time per process: concurrent from_pretrained calls (the trainer and rollout
         # threads) can leave torch's default device on "meta" (see local._LOAD_LOCK).
@@ -97,17 +125,25 @@ def load_policy_model(path: Path, *, device: str, dtype: str = "float32") -> tup
         raise TrainingError(f"cannot load {path}: {type(exc).__name__}: {exc}") from None
 
 
-def _load(tfm: Any, torch: Any, path: Path, device: str, dtype: str) -> tuple[Any, Any]:
-    tokenizer = tfm.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+def _load(tfm: Any, torch: Any, path: Path, device: str, dtype: str) -> tuple[PromptCodec, Any]:
     # transformers >= 4.56 calls it `dtype`; older versions only know `torch_dtype`.
-    key = "dtype" if _version(tfm.__version__) >= (4, 56) else "torch_dtype"
-    model = tfm.AutoModelForCausalLM.from_pretrained(
-        str(path), local_files_only=True, **{key: getattr(torch, dtype)}
-    )
+    kwargs = {"local_files_only": True, ("dtype" if _version(tfm.__version__) >= (4, 56) else "torch_dtype"):
+              getattr(torch, dtype)}  # fmt: skip
+    if is_vision_model(path):
+        processor = tfm.AutoProcessor.from_pretrained(str(path), local_files_only=True)
+        if not getattr(processor, "chat_template", None):
+            raise TrainingError(f"{path} has no chat template for its processor: its prompts cannot be built")
+        tokenizer = getattr(processor, "tokenizer", processor)
+        model = tfm.AutoModelForImageTextToText.from_pretrained(str(path), **kwargs)
+        codec = PromptCodec(tokenizer, processor)
+    else:
+        tokenizer = tfm.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        model = tfm.AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+        codec = PromptCodec(tokenizer)
     model.to(device)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer, model
+    return codec, model
 
 
 def prompt_ids(tokenizer: Any, messages: Sequence[Mapping[str, Any]], a11y: str | None) -> list[int]:
@@ -125,6 +161,8 @@ def response_ids(tokenizer: Any, response: str) -> list[int]:
 class _Sample:
     prompt: list[int]
     response: list[int]
+    messages: Sequence[Mapping[str, Any]] = ()
+    """The prompt's messages, kept (by reference) where a vision-language model needs their images."""
     rollout_logprobs: list[float] = field(default_factory=list)
     advantages: list[float] = field(default_factory=list)
     returns: list[float] = field(default_factory=list)
@@ -156,10 +194,12 @@ def _batch(samples: Sequence[_Sample], pad: int, device: str) -> tuple[Any, Any,
     return ids.to(device), attn.to(device), mask.to(device), [len(s.prompt) for s in samples]
 
 
-def _token_logprobs(model: Any, ids: Any, attn: Any, *, entropy: bool = False) -> tuple[Any, Any]:
+def _token_logprobs(
+    model: Any, ids: Any, attn: Any, *, entropy: bool = False, images: Mapping[str, Any] | None = None
+) -> tuple[Any, Any]:
     """Log-probabilities of each next token [B,T-1] (and the entropies of those distributions)."""
     torch = _lazy("torch")
-    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
+    logits = model(input_ids=ids, attention_mask=attn, **(images or {})).logits[:, :-1].float()
     logp = torch.log_softmax(logits, dim=-1)
     chosen = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     ent = None
@@ -197,12 +237,17 @@ def _critic_class() -> Any:
         def __init__(self, backbone: Any) -> None:
             super().__init__()
             self.backbone = backbone
-            self.head = torch.nn.Linear(backbone.config.hidden_size, 1)
+            config = backbone.config
+            # A vision-language config keeps the decoder's width in its text config.
+            hidden = getattr(config, "hidden_size", None) or config.get_text_config().hidden_size
+            self.head = torch.nn.Linear(hidden, 1)
             torch.nn.init.zeros_(self.head.weight)
             torch.nn.init.zeros_(self.head.bias)
 
-        def forward(self, ids: Any, attn: Any) -> Any:
-            out = self.backbone(input_ids=ids, attention_mask=attn, output_hidden_states=True)
+        def forward(self, ids: Any, attn: Any, images: Mapping[str, Any] | None = None) -> Any:
+            out = self.backbone(
+                input_ids=ids, attention_mask=attn, output_hidden_states=True, **(images or {})
+            )
             return self.head(out.hidden_states[-1].float()).squeeze(-1)
 
     return Critic
@@ -225,7 +270,9 @@ class _Trainer:
         if spec.resume_from and not (start / STATE_FILE).is_file():
             raise TrainingError(f"cannot resume: {start} is not a complete checkpoint (no {STATE_FILE})")
         self.start_dir = start
-        self.tokenizer, self.model = load_policy_model(start, device=self.device, dtype=self.cfg["dtype"])
+        self.codec, self.model = load_policy_model(start, device=self.device, dtype=self.cfg["dtype"])
+        self.tokenizer = self.codec.tokenizer
+        self.too_long = 0  # vision-language samples skipped because they do not fit in max_seq_len
         self.torch.manual_seed(int(self.cfg["seed"]))
         self.optimizer = self.torch.optim.AdamW(
             self.model.parameters(), lr=float(self.cfg["lr"]), weight_decay=float(self.cfg["weight_decay"])
@@ -260,7 +307,7 @@ class _Trainer:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         self.model.save_pretrained(str(tmp))
-        self.tokenizer.save_pretrained(str(tmp))
+        self.codec.save(tmp)
         lineage = {
             **{k: v for k, v in self.lineage.items() if k in ("base", "seed", "built_by")},
             "algorithm": self.spec.algorithm,
@@ -276,6 +323,37 @@ class _Trainer:
         self._prune()
         self.hooks.on_checkpoint(self.step, final, dict(metrics))
         return final
+
+    def _sample(
+        self, messages: Sequence[Mapping[str, Any]], a11y: str | None, response: list[int]
+    ) -> _Sample | None:
+        """A sample of the prompt and `response` (cut to max_seq_len - 1). A text prompt too long for
+        max_seq_len loses its start; a vision-language one cannot (its images would be cut): None."""
+        max_len = int(self.cfg["max_seq_len"])
+        resp = response[: max_len - 1]
+        prompt = self.codec.prompt_ids(messages, a11y)
+        if not self.codec.vision:
+            return _Sample(_fit(prompt, resp, max_len), resp)
+        if len(prompt) + len(resp) > max_len:
+            self.too_long += 1
+            return None
+        return _Sample(prompt, resp, messages=messages)
+
+    def _images(self, samples: Sequence[_Sample]) -> dict[str, Any]:
+        """The minibatch's image tensors, concatenated in sample order (the order of their image tokens
+        in the batch), in the model's dtype, on its device; empty for a text-only model."""
+        if not self.codec.vision:
+            return {}
+        parts: dict[str, list[Any]] = defaultdict(list)
+        for s in samples:
+            for key, value in self.codec.images(s.messages).items():
+                parts[key].append(value)
+        dtype = next(self.model.parameters()).dtype
+        out: dict[str, Any] = {}
+        for key, values in parts.items():
+            value = self.torch.cat(values, dim=0).to(self.device)
+            out[key] = value.to(dtype) if value.is_floating_point() else value
+        return out
 
     def _prune(self) -> None:
         keep = int(self.cfg.get("keep_checkpoints", 0))
@@ -294,10 +372,15 @@ class SFTTrainer(_Trainer):
 
     def encode(self, examples: Iterable[SFTExample]) -> list[_Sample]:
         out: list[_Sample] = []
-        max_len = int(self.cfg["max_seq_len"])
         for ex in examples:
-            resp = response_ids(self.tokenizer, ex.response)[: max_len - 1]
-            out.append(_Sample(_fit(prompt_ids(self.tokenizer, ex.messages, ex.a11y), resp, max_len), resp))
+            sample = self._sample(ex.messages, ex.a11y, response_ids(self.tokenizer, ex.response))
+            if sample is not None:
+                out.append(sample)
+        if self.too_long:
+            self.hooks.on_log(
+                f"{self.too_long} example(s) longer than max_seq_len ({self.cfg['max_seq_len']} tokens) "
+                "skipped: a vision-language prompt cannot be cut without cutting its images"
+            )
         return out
 
     def run(self, examples: Iterable[SFTExample] | None) -> RunResult:
@@ -305,6 +388,11 @@ class SFTTrainer(_Trainer):
             raise TrainingError("an SFT run needs a dataset version to train on")
         t0 = time.monotonic()
         data = self.encode(examples)
+        if not data and self.too_long:
+            raise TrainingError(
+                f"max_seq_len: every example is longer than {self.cfg['max_seq_len']} tokens "
+                "(a vision-language prompt is never cut); raise it"
+            )
         if not data:
             raise TrainingError("the dataset version has no usable examples (no valid steps to learn)")
         n = len(data)
@@ -343,7 +431,7 @@ class SFTTrainer(_Trainer):
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             ids, attn, mask, _ = _batch(batch, pad, self.device)
-            logp, _ = _token_logprobs(self.model, ids, attn)
+            logp, _ = _token_logprobs(self.model, ids, attn, images=self._images(batch))
             loss = -(logp * mask).sum() / mask.sum().clamp(min=1.0)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -504,11 +592,11 @@ class RLTrainer(_Trainer):
 
     # --- the update ---
 
-    def _encode_turn(self, turn: RLTurn) -> _Sample:
-        max_len = int(self.cfg["max_seq_len"])
-        resp = list(turn.response_ids)[: max_len - 1]
-        lps = list(turn.rollout_logprobs)[: len(resp)]
-        return _Sample(_fit(prompt_ids(self.tokenizer, turn.messages, turn.a11y), resp, max_len), resp, lps)
+    def _encode_turn(self, turn: RLTurn) -> _Sample | None:
+        sample = self._sample(turn.messages, turn.a11y, list(turn.response_ids))
+        if sample is not None:
+            sample.rollout_logprobs = list(turn.rollout_logprobs)[: len(sample.response)]
+        return sample
 
     def _minibatches(self, samples: list[_Sample]) -> list[list[_Sample]]:
         size = int(self.cfg["minibatch_size"])
@@ -521,10 +609,11 @@ class RLTrainer(_Trainer):
         with self.torch.no_grad():
             for mb in self._minibatches(samples):
                 ids, attn, mask, plen = _batch(mb, pad, self.device)
+                images = self._images(mb)
                 lens = [len(s.response) for s in mb]
-                logp, ent = _token_logprobs(self.model, ids, attn, entropy=True)
+                logp, ent = _token_logprobs(self.model, ids, attn, entropy=True, images=images)
                 ents = _gather(ent, mask, plen, lens)
-                vals = _gather(self.critic(ids, attn)[:, :-1], mask, plen, lens) if values else None
+                vals = _gather(self.critic(ids, attn, images)[:, :-1], mask, plen, lens) if values else None
                 for i, (s, lp) in enumerate(zip(mb, _gather(logp, mask, plen, lens), strict=True)):
                     s.old_logprobs = lp
                     s.entropy = sum(ents[i]) / max(1, len(ents[i]))
@@ -548,6 +637,8 @@ class RLTrainer(_Trainer):
                         continue  # nothing to learn from a group that all agrees
                     for turn in ep.turns:
                         s = self._encode_turn(turn)
+                        if s is None:
+                            continue  # too long for max_seq_len (counted)
                         s.advantages = [adv] * len(s.response)
                         samples.append(s)
             metrics["rl/injected"] = float(injected)
@@ -555,43 +646,41 @@ class RLTrainer(_Trainer):
             return samples
         # PPO: per episode, its turns' tokens in one sequence; format penalties on unparsable turns'
         # last tokens, the episode's reward on its last token; decoupled GAE over the sequence.
-        per_episode: list[list[_Sample]] = []
+        # An episode with a turn too long for max_seq_len is left out whole: its turns are one sequence.
+        kept: list[tuple[RLEpisode, list[_Sample]]] = []
         for group in groups:
             for ep in group:
-                per_episode.append([self._encode_turn(t) for t in ep.turns])
-        flat = [s for turns in per_episode for s in turns]
-        self._score(flat, values=True)
+                encoded = [self._encode_turn(t) for t in ep.turns]
+                if all(s is not None for s in encoded):
+                    kept.append((ep, [s for s in encoded if s is not None]))
+        self._score([s for _, turns in kept for s in turns], values=True)
         lambdas = []
-        k = 0
-        for group in groups:
-            for ep in group:
-                turns = per_episode[k]
-                k += 1
-                rewards: list[float] = []
-                for t, s in zip(ep.turns, turns, strict=True):
-                    r = [0.0] * len(s.response)
-                    if not t.parsed and r:
-                        r[-1] += float(self.cfg["format_reward"])
-                    rewards += r
-                if not rewards:
-                    continue
-                rewards[-1] += float(ep.reward)
-                values = [v for s in turns for v in s.old_values]
-                lam = adaptive_lambda(len(rewards), float(self.cfg["alpha"]))
-                lambdas.append(lam)
-                adv, ret = decoupled_gae(
-                    torch.tensor(rewards),
-                    torch.tensor(values),
-                    gamma=float(self.cfg["gamma"]),
-                    lambda_value=float(self.cfg["lambda_value"]),
-                    lambda_policy=lam,
-                )
-                pos = 0
-                for s in turns:
-                    s.advantages = adv[pos : pos + len(s.response)].tolist()
-                    s.returns = ret[pos : pos + len(s.response)].tolist()
-                    pos += len(s.response)
-                samples += turns
+        for ep, turns in kept:
+            rewards: list[float] = []
+            for t, s in zip(ep.turns, turns, strict=True):
+                r = [0.0] * len(s.response)
+                if not t.parsed and r:
+                    r[-1] += float(self.cfg["format_reward"])
+                rewards += r
+            if not rewards:
+                continue
+            rewards[-1] += float(ep.reward)
+            values = [v for s in turns for v in s.old_values]
+            lam = adaptive_lambda(len(rewards), float(self.cfg["alpha"]))
+            lambdas.append(lam)
+            adv, ret = decoupled_gae(
+                torch.tensor(rewards),
+                torch.tensor(values),
+                gamma=float(self.cfg["gamma"]),
+                lambda_value=float(self.cfg["lambda_value"]),
+                lambda_policy=lam,
+            )
+            pos = 0
+            for s in turns:
+                s.advantages = adv[pos : pos + len(s.response)].tolist()
+                s.returns = ret[pos : pos + len(s.response)].tolist()
+                pos += len(s.response)
+            samples += turns
         if lambdas:
             metrics["rl/lambda_policy"] = sum(lambdas) / len(lambdas)
         return samples
@@ -622,9 +711,10 @@ class RLTrainer(_Trainer):
             rng.shuffle(order)
             for mb in self._minibatches(order):
                 ids, attn, mask, plen = _batch(mb, pad, self.device)
+                images = self._images(mb)
                 tokens += int(attn.sum())
                 if self.critic is not None:
-                    vals = self.critic(ids, attn)[:, :-1]
+                    vals = self.critic(ids, attn, images)[:, :-1]
                     returns = _scatter([s.returns for s in mb], mask, plen)
                     old_v = _scatter([s.old_values for s in mb], mask, plen)
                     clip = float(cfg["value_clip"])
@@ -637,7 +727,7 @@ class RLTrainer(_Trainer):
                     stats["explained_var"].append(explained_variance(vals.detach(), returns, mask))
                 if pretraining:
                     continue
-                logp, _ = _token_logprobs(self.model, ids, attn)
+                logp, _ = _token_logprobs(self.model, ids, attn, images=images)
                 old = _scatter([s.old_logprobs for s in mb], mask, plen)
                 adv = _scatter([s.advantages for s in mb], mask, plen)
                 weights = None
@@ -664,7 +754,7 @@ class RLTrainer(_Trainer):
                 )
                 if self.ref is not None:
                     with torch.no_grad():
-                        ref_lp, _ = _token_logprobs(self.ref, ids, attn)
+                        ref_lp, _ = _token_logprobs(self.ref, ids, attn, images=images)
                     kl = (kl_penalty(logp, ref_lp) * mask).sum() / mask.sum().clamp(min=1.0)
                     loss = loss + float(cfg["kl_coef"]) * kl
                     stats["kl_ref"].append(float(kl.detach()))
@@ -737,6 +827,8 @@ class RLTrainer(_Trainer):
             for task, vals in by_task.items():
                 metrics[f"rl/success/{task}"] = sum(vals) / len(vals)
             samples = self._samples(groups, metrics)
+            if self.too_long:  # vision-language turns over max_seq_len so far (never cut: see the top)
+                metrics["rl/skipped_too_long"] = float(self.too_long)
             tokens = self._update(samples, metrics) if samples else 0
             self.step += 1
             elapsed = time.monotonic() - started

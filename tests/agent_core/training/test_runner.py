@@ -109,14 +109,6 @@ def test_resume_from_an_incomplete_checkpoint_is_refused(base: Path, tmp_path: P
         )
 
 
-def test_vision_models_are_refused_with_a_reason(tmp_path: Path) -> None:
-    from agent_core.tiny_models import build_tiny_vlm
-
-    vlm = build_tiny_vlm(tmp_path / "vlm")
-    with pytest.raises(TrainingError, match="vision-language"):
-        run(RunSpec("sft", validate_config("sft", {}), vlm, tmp_path / "out"), NullHooks(), examples=[])
-
-
 @pytest.fixture(scope="module")
 def sft_policy(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sft")
