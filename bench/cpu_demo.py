@@ -118,6 +118,11 @@ def main() -> None:
     ap.add_argument("--rl-lr", type=float, default=5e-4)
     ap.add_argument("--rl-minibatch", type=int, default=16, help="turns per RL gradient step")
     ap.add_argument("--rl-kl-coef", type=float, default=0.0, help="KL penalty to the SFT policy")
+    ap.add_argument(
+        "--rl-tasks",
+        default="",
+        help="the subset of --tasks that RL rolls out (default: all); evaluation covers every task",
+    )
     ap.add_argument("--eval", type=int, default=20, help="held-back evaluation seeds per task (0..N-1)")
     ap.add_argument(
         "--random-eval", type=int, default=0, help="held-back seeds for the random policy (default: --eval)"
@@ -132,10 +137,15 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown MiniWoB task(s): {', '.join(unknown)}")
     specs = {t: all_specs[t] for t in tasks}
+    rl_tasks = [suite.PREFIX + t.strip() for t in args.rl_tasks.split(",") if t.strip()] or tasks
+    if not set(rl_tasks) <= set(tasks):
+        sys.exit(f"--rl-tasks must be among --tasks: {', '.join(sorted(set(rl_tasks) - set(tasks)))}")
+    rl_specs = {t: specs[t] for t in rl_tasks}
+    rl_suffix = "" if rl_tasks == tasks else "-on-" + "+".join(t.removeprefix(suite.PREFIX) for t in rl_tasks)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="cpu-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     pool = BrowserPool(args.envs, work / "sandboxes")
-    results: dict[str, Any] = {"tasks": tasks, "args": vars(args), "seeds": []}
+    results: dict[str, Any] = {"tasks": tasks, "rl_tasks": rl_tasks, "args": vars(args), "seeds": []}
     eval_seeds = list(range(args.eval))
     greedy = {k: v for k, v in POLICY_CONFIG.items() if k != "observation"}
 
@@ -219,14 +229,14 @@ def main() -> None:
                  **({"value_pretrain_steps": 2} if args.algorithm == "ppo" else {})},
             )  # fmt: skip
             source = LocalRolloutSource(
-                specs, pool, policy={**greedy, "temperature": 1.0, "seed": None, "max_new_tokens": 48}
+                rl_specs, pool, policy={**greedy, "temperature": 1.0, "seed": None, "max_new_tokens": 48}
             )
             rl_out = (
                 work
                 / f"seed{seed}"
                 / (
                     f"rl-{args.algorithm}-lr{args.rl_lr:g}-e{args.episodes_per_iteration}-mb{args.rl_minibatch}"
-                    f"-kl{args.rl_kl_coef:g}-it{args.rl_iterations}"
+                    f"-kl{args.rl_kl_coef:g}-it{args.rl_iterations}" + rl_suffix
                 )
             )
             t = time.monotonic()
@@ -268,7 +278,7 @@ def main() -> None:
                             round(m[f"rl/success/{t}"], 3) if f"rl/success/{t}" in m else None
                             for _, m in hooks.metrics
                         ]
-                        for t in tasks
+                        for t in rl_tasks
                     },
                     "env_utilisation_mean": round(sum(util) / len(util), 3) if util else None,
                 }
