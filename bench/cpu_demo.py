@@ -249,9 +249,12 @@ def main() -> None:
                 print(f"[seed {seed}] RL (reused {rl_dir})", flush=True)
                 results.setdefault("rl_reused", []).append(str(rl_dir))
             else:
+                if rl_dir is not None:  # an interrupted run with these settings goes on from its checkpoint
+                    print(f"[seed {seed}] RL resumed from {rl_dir}", flush=True)
+                    results.setdefault("rl_resumed", []).append(str(rl_dir))
                 try:
                     run(
-                        RunSpec(args.algorithm, rl_cfg, sft_dir, rl_out),
+                        RunSpec(args.algorithm, rl_cfg, sft_dir, rl_out, resume_from=rl_dir),
                         hooks,
                         source=source,
                     )

@@ -531,7 +531,9 @@ def prepare_launch(
     if confined:
         conf = confine.confinement_for(profile, root, slot=slot)
         if confine.SandboxCgroup.available():
-            cgroup = confine.SandboxCgroup.create(f"browser-{name}", profile.memory_mb, profile.max_pids)
+            cgroup = confine.SandboxCgroup.create(
+                confine.SandboxCgroup.name_for(f"browser-{name}", root), profile.memory_mb, profile.max_pids
+            )
             # Join before exec, like confine.spawn's preexec_fn: nothing Chromium starts escapes the limits.
             lines += [f"echo $$ > {shlex.quote(f)} || exit 111" for f in cgroup.procs_files()]
         binds = (

@@ -34,6 +34,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -322,6 +323,14 @@ class SandboxCgroup:
                 log.info("no usable cgroups: %s", exc)
                 _BASE = None
         return _BASE is not None
+
+    @classmethod
+    def name_for(cls, label: str, root: Path) -> str:
+        """A cgroup name for the sandbox `label` whose files live under `root`: unique per root, so two
+        processes that each start a sandbox of the same name (two scripts' pools, a test beside a demo)
+        never share a cgroup, and stopping one never kills the other's processes."""
+        digest = hashlib.sha1(str(Path(root).resolve()).encode(), usedforsecurity=False).hexdigest()[:10]
+        return f"{label}-{digest}"
 
     @classmethod
     def create(cls, name: str, memory_mb: int, max_pids: int) -> SandboxCgroup:

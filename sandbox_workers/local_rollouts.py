@@ -14,6 +14,7 @@ actions, scoring), over the window since the last call; waiting for the trainer 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import shutil
 import threading
@@ -31,7 +32,7 @@ from agent_core.tasks.spec import TaskSpec
 from agent_core.training.episodes import rl_episode
 from agent_core.training.types import RLEpisode
 from sandbox_workers.agent_env import SandboxEnv
-from sandbox_workers.base import Profile, SandboxError
+from sandbox_workers.base import Profile, Provider, SandboxError
 from sandbox_workers.providers.browser import BrowserProvider
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,8 @@ class BrowserPool:
         self.providers: list[BrowserProvider] = []
         profile = Profile(name="train-browser", provider="browser", width=width, height=height)
         for i in range(n):
-            p = BrowserProvider(sandbox_id=f"train{i}", profile=profile, root=root / f"sb{i}")
+            # Named per process: a sandbox's name is its confinement's too (cgroup, pid file).
+            p = BrowserProvider(sandbox_id=f"train{os.getpid()}-{i}", profile=profile, root=root / f"sb{i}")
             p.slot = slot_base + i
             p.start()
             self.providers.append(p)
@@ -81,6 +83,22 @@ class BrowserPool:
             except Exception:  # noqa: BLE001 - stopping the rest matters more
                 log.exception("stopping %s", p.sandbox_id)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _recover(env: SandboxEnv) -> None:
+    """After an env error: a sandbox whose browser died is relaunched (a fresh context), so its thread
+    goes on rolling out instead of failing every episode it takes from then on."""
+    provider = env.target
+    if not isinstance(provider, Provider):
+        return
+    health = provider.health()
+    if health.ok:
+        return
+    log.warning("sandbox %s is unhealthy (%s): relaunching it", provider.sandbox_id, health.detail)
+    try:
+        provider.reset()
+    except Exception:  # noqa: BLE001 - the next attempt reports what is still wrong
+        log.exception("relaunching sandbox %s failed", provider.sandbox_id)
 
 
 def _episode(
@@ -222,6 +240,7 @@ class LocalRolloutSource:
                         )
                         if attempt == 2:
                             raise
+                        _recover(env)
                 episode = rl_episode(
                     job.task_id,
                     job.seed,

@@ -245,7 +245,9 @@ class XDesktopProvider(Provider):
             )
             if SandboxCgroup.available():
                 self.cgroup = SandboxCgroup.create(
-                    self.sandbox_id, self.profile.memory_mb, self.profile.max_pids
+                    SandboxCgroup.name_for(self.sandbox_id, self.root),
+                    self.profile.memory_mb,
+                    self.profile.max_pids,
                 )
             self._save_state()
             t1 = time.monotonic()
