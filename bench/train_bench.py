@@ -1,7 +1,7 @@
 """Training throughput on the tiny policy: SFT, PPO and GRPO; environment utilisation while streaming.
 
     python bench/train_bench.py [--sft-steps 30] [--iterations 4] [--envs 2] [--no-browser]
-                                [--hidden 128 --layers 4 --heads 4] [--dtype float32]
+                                [--hidden 128 --layers 4 --heads 4] [--dtype float32] [--vlm]
 
 - SFT: optimizer steps of 16 examples (toy oracle demonstrations, ~110 tokens each).
 - PPO and GRPO: iterations on the toy rollout source (real samples of the policy, parsed by the
@@ -16,6 +16,8 @@ and the rollouts' policy run on CUDA where there is one (`device: auto`), so the
 a GPU machine; `--hidden/--layers/--heads` size the policy (the default is the tiny policy) and
 `--dtype bfloat16` trains in bf16. For GRPO it also prints how far the trainer's log-probabilities of
 the sampled tokens are from those the rollout policy reported (π_old/π_rollout; 1.0 means they agree).
+`--vlm` measures a tiny LLaVA-style vision-language policy instead (the screenshots of the prompts are
+encoded by its processor; `--image-size` sets the vision tower's input), on the same toy data.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="SFT examples per step and RL turns per minibatch")
     ap.add_argument("--rl", default="ppo,grpo", help="RL algorithms to measure, comma-separated")
     ap.add_argument("--sft-lr", type=float, default=3e-3, help="SFT learning rate (larger models want less)")
+    ap.add_argument("--vlm", action="store_true", help="a tiny vision-language policy (LLaVA-style)")
+    ap.add_argument("--image-size", type=int, default=224, help="--vlm: the vision tower's input size")
     args = ap.parse_args()
     import torch
 
@@ -67,15 +71,22 @@ def main() -> None:
     device = f"cuda ({torch.cuda.get_device_name(0)})" if cuda else f"cpu ({torch.get_num_threads()} threads)"
     rollout_device = "cuda" if cuda else "cpu"
     work = Path(tempfile.mkdtemp(prefix="train-bench-"))
-    base = build_tiny_policy(
-        work / "base", hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads
-    )
-    n_params = sum(
-        p.numel()
-        for p in __import__("transformers").AutoModelForCausalLM.from_pretrained(str(base)).parameters()
-    )
+    tfm = __import__("transformers")
+    if args.vlm:
+        from agent_core.tiny_models import build_tiny_vlm
+
+        base = build_tiny_vlm(
+            work / "base", hidden_size=args.hidden, num_layers=args.layers, image_size=args.image_size
+        )
+        model_cls, kind = tfm.AutoModelForImageTextToText, f"vision-language, {args.image_size}px images"
+    else:
+        base = build_tiny_policy(
+            work / "base", hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads
+        )
+        model_cls, kind = tfm.AutoModelForCausalLM, "text"
+    n_params = sum(p.numel() for p in model_cls.from_pretrained(str(base)).parameters())
     print(
-        f"policy: {n_params / 1e6:.2f} M parameters (hidden {args.hidden}, {args.layers} layers), "
+        f"policy: {n_params / 1e6:.2f} M parameters ({kind}; hidden {args.hidden}, {args.layers} layers), "
         f"{args.dtype}, device {device}"
     )
     rows: list[tuple[str, float, float, str]] = []
@@ -129,7 +140,7 @@ def main() -> None:
     for name, tps, st, note in rows:
         print(f"{name:<10} {tps:>10.0f} {st:>9.2f}s  {note}")
 
-    if args.no_browser:
+    if args.no_browser or args.vlm:  # the streaming run measures the environments, with the text policy
         return
     from agent_core.suites import miniwob as suite
     from sandbox_workers.local_rollouts import BrowserPool, LocalRolloutSource
