@@ -127,8 +127,8 @@ def load_policy_model(path: Path, *, device: str, dtype: str = "float32") -> tup
 
 def _load(tfm: Any, torch: Any, path: Path, device: str, dtype: str) -> tuple[PromptCodec, Any]:
     # transformers >= 4.56 calls it `dtype`; older versions only know `torch_dtype`.
-    kwargs = {"local_files_only": True, ("dtype" if _version(tfm.__version__) >= (4, 56) else "torch_dtype"):
-              getattr(torch, dtype)}  # fmt: skip
+    key = "dtype" if _version(tfm.__version__) >= (4, 56) else "torch_dtype"
+    kwargs = {"local_files_only": True, key: getattr(torch, dtype)}
     if is_vision_model(path):
         processor = tfm.AutoProcessor.from_pretrained(str(path), local_files_only=True)
         if not getattr(processor, "chat_template", None):

@@ -51,6 +51,23 @@ def episode_start(*, episode: Episode) -> Episode:
     return episode
 
 
+NUL_STANDIN = "\ufffd"
+"""What a NUL character in a step's text becomes: PostgreSQL text and jsonb cannot hold one."""
+
+
+def storable(value: Any) -> Any:
+    """`value` with every NUL character of its strings (nested in dicts and lists too) replaced by
+    NUL_STANDIN. A policy sampling bytes can write a NUL; its step must still be recorded, not abort the
+    episode (the sampled token ids, kept beside the text, stay exact)."""
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_STANDIN) if "\x00" in value else value
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
+
+
 def step_record(
     *,
     episode: Episode,
@@ -77,6 +94,12 @@ def step_record(
     """Persist the next step of a running episode (row + observation files) and broadcast it."""
     if not isinstance(action, dict) or "type" not in action:
         raise ValueError("action must be a structured action with a 'type'")
+    action, info = storable(action), storable(info)
+    proposed_action = storable(proposed_action)
+    thought, action_text, raw_output, invalid_reason = (
+        storable(thought), storable(action_text), storable(raw_output), storable(invalid_reason)
+    )  # fmt: skip
+    proposed_thought, proposed_action_text = storable(proposed_thought), storable(proposed_action_text)
     # Files first: content-addressed writes are idempotent, so a failed row insert leaves no
     # dangling reference and a retried one reuses the same file.
     screenshot_name = blob_store(screenshot_png, kind="screens", ext=screenshot_ext) if screenshot_png else ""
@@ -155,9 +178,9 @@ def episode_finish(
         status=status,
         reward=reward,
         env_error=env_error,
-        error_message=error_message,
+        error_message=storable(error_message),
         finished_at=timezone.now(),
-        **outcome,
+        **storable(outcome),
     )
     if updated != 1:
         raise EpisodeStateError(f"episode {episode.pk} is not running")
@@ -170,7 +193,7 @@ def episode_abort(*, episode: Episode, reason: str) -> Episode:
     """End a pending or running episode without a reward, saying why (abandoned, lost its sandbox)."""
     updated = Episode.objects.filter(
         pk=episode.pk, status__in=[Episode.Status.PENDING, Episode.Status.RUNNING]
-    ).update(status=Episode.Status.ABORTED, error_message=reason[:5000], finished_at=timezone.now())
+    ).update(status=Episode.Status.ABORTED, error_message=storable(reason[:5000]), finished_at=timezone.now())
     if updated != 1:
         raise EpisodeStateError(f"episode {episode.pk} has already ended")
     episode.refresh_from_db()

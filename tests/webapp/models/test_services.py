@@ -51,6 +51,28 @@ def test_a_step_needs_a_structured_action(personas):
         step_record(episode=episode, actor="human", action="pyautogui.click(1, 2)")  # type: ignore[arg-type]
 
 
+def test_a_step_whose_model_text_holds_nul_characters_is_recorded(personas):
+    # A sampling policy can emit a NUL byte; PostgreSQL text and jsonb refuse it, which aborted the
+    # episode. The step is kept with a stand-in character; the token ids stay exact.
+    episode = make_episode(annotator=personas.annotator, finish=False)
+    step = step_record(
+        episode=episode,
+        actor="agent",
+        action={"type": "type", "content": "a\x00b"},
+        action_text="type(content='a\x00b')",
+        thought="th\x00ink",
+        raw_output="Thought: th\x00ink\nAction: type(content='a\x00b')",
+        invalid_reason="",
+        token_ids=[0, 1, 2],
+        info={"note\x00": ["x\x00", 3]},
+    )
+    step.refresh_from_db()
+    assert step.thought == "th\ufffdink" and step.action == {"type": "type", "content": "a\ufffdb"}
+    assert step.raw_output == "Thought: th\ufffdink\nAction: type(content='a\ufffdb')"
+    assert step.action_text == "type(content='a\ufffdb')" and step.token_ids == [0, 1, 2]
+    assert step.info == {"note\ufffd": ["x\ufffd", 3]}
+
+
 def test_screenshots_are_content_addressed_files(personas):
     episode = make_episode(annotator=personas.annotator, steps=2, reward=1.0)
     first, second = episode.steps.order_by("index")
