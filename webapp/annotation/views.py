@@ -98,7 +98,7 @@ def session(request: HttpRequest, episode_id: int) -> HttpResponse:
     context = {
         "episode": episode,
         "steps": steps_of(episode=episode),
-        "instruction": (episode.prepared or {}).get("instruction") or episode.task.instruction,
+        "instruction": episode.instruction,
         "control": control_state(token),
         "is_annotator": episode.annotator_id == request.user.pk,
         "transport": _transport(request, episode),

@@ -118,7 +118,7 @@ def trajectory_view(*, episode: Episode) -> TrajectoryView:
     return TrajectoryView(
         episode_id=episode.pk,
         task=task.slug,
-        instruction=(episode.prepared or {}).get("instruction") or task.instruction,
+        instruction=episode.instruction,
         platform=task.platform,
         source=episode.source,
         policy_version=episode.policy_version.name if episode.policy_version_id else "",

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.http import FileResponse, HttpRequest
 from django.urls import reverse
-from ninja import Query, Router, Schema
+from ninja import Field, Query, Router, Schema
 from ninja.errors import HttpError
 
 from webapp.common.api import ErrorOut, PageIn, api_enum, page_of, require_any_perm
@@ -62,6 +62,7 @@ class EpisodeOut(Schema):
     id: int
     task: int
     task_slug: str
+    instruction: str = Field(description="What the episode was told: its task's template, filled in")
     source: EpisodeSource
     status: EpisodeStatus
     policy: int | None

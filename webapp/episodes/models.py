@@ -128,6 +128,13 @@ class Episode(models.Model):
     def is_done(self) -> bool:
         return self.status in (self.Status.FINISHED, self.Status.ABORTED)
 
+    @property
+    def instruction(self) -> str:
+        """The instruction this episode was given (its task's template instantiated with the drawn
+        parameters and setup results), or the task's template while it has not been prepared."""
+        given = (self.prepared or {}).get("instruction")
+        return str(given) if given else self.task.instruction
+
 
 class Step(models.Model):
     """One think-act-observe step: the screen the actor saw, what it thought and what it did."""

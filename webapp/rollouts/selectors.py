@@ -96,7 +96,7 @@ def episode_memory(
         EpisodeSummary(
             task_id=e.task.slug,
             family=family,
-            instruction=e.task.instruction,
+            instruction=e.instruction,
             reward=e.reward,
             summary=e.summary,
         )

@@ -99,7 +99,7 @@ def steps_of(episode: Episode) -> tuple[str, str, list[StepRecord]]:
     The platform is the task's (desktop, browser, android): `agent_core.training.episodes` maps it to
     the action space as `run_episode` does."""
     task = episode.task
-    instruction = (episode.prepared or {}).get("instruction") or task.instruction
+    instruction = episode.instruction
     steps = [step_record_of(step, episode) for step in _ordered_steps(episode)]
     return str(instruction), task.platform, steps
 
