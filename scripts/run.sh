@@ -52,6 +52,11 @@ if [ -z "${SANDBOX_HOST_TOKEN:-}" ]; then
 fi
 export SANDBOX_HOST_TOKEN
 SANDBOX_HOST_PORT=${SANDBOX_HOST_PORT:-8100}
+# The web app's key, kept private in the var dir: settings read it when SECRET_KEY is unset, so the
+# README's `manage.py` commands work in a plain shell too (DEBUG on or off).
+if [ -z "${SECRET_KEY:-}" ] && [ ! -s "$VAR/secret_key" ]; then
+  (umask 077; $PY -c "import secrets; print(secrets.token_urlsafe(50))" > "$VAR/secret_key")
+fi
 
 $PY manage.py migrate --no-input -v0
 $PY manage.py seed_demo

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -21,15 +22,25 @@ def _secret_key() -> str:
         if len(key) < 32:
             raise ImproperlyConfigured("SECRET_KEY must be at least 32 characters")
         return key
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
-    # Development: one key per checkout, kept so sessions survive restarts.
+    # One key per var dir, kept so sessions survive restarts: `make run` writes it, and the README's
+    # `manage.py` commands read it without DEBUG. It is never generated with DEBUG off (a deployment
+    # that forgot SECRET_KEY must not quietly invent one), and a key others may read is refused.
     path = VAR_DIR / "secret_key"
     if not path.exists():
+        if not DEBUG:
+            raise ImproperlyConfigured(
+                f"SECRET_KEY must be set when DEBUG is off (or {path} must hold one: `make run` writes it)"
+            )
         VAR_DIR.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50))
+    if path.stat().st_mode & 0o077:
+        raise ImproperlyConfigured(f"{path} is readable by others: `chmod 600 {path}`, or set SECRET_KEY")
+    key = path.read_text().strip()
+    if len(key) < 32:
+        raise ImproperlyConfigured(f"{path} must hold a key of at least 32 characters")
+    return key
 
 
 SECRET_KEY = _secret_key()

@@ -85,10 +85,55 @@ def _settings_import(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_production_settings_refuse_to_start_without_secret_key():
-    result = _settings_import({"DEBUG": "0"})
+def test_production_settings_refuse_to_start_without_secret_key(tmp_path):
+    result = _settings_import({"DEBUG": "0", "FLYWHEEL_VAR_DIR": str(tmp_path)})
     assert result.returncode != 0
     assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
+    assert not (tmp_path / "secret_key").exists()  # never invented with DEBUG off
+
+
+def _clean_env(var_dir: Path, **extra: str) -> dict[str, str]:
+    """What a newcomer's shell holds: no DEBUG, no SECRET_KEY, no Django settings module."""
+    return {"PATH": "/usr/bin:/bin", "HOME": str(var_dir.parent), "FLYWHEEL_VAR_DIR": str(var_dir), **extra}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readme_commands_work_without_debug_on_a_make_run_install(tmp_path):
+    from django.contrib.auth import get_user_model
+
+    from tests.procs import child_db_env
+
+    var = tmp_path / "var"
+    # `make run` runs with DEBUG=1, which writes the checkout's key into the var dir...
+    made = _settings_import({"DEBUG": "1", "FLYWHEEL_VAR_DIR": str(var)})
+    assert made.returncode == 0, made.stderr
+    assert (var / "secret_key").stat().st_mode & 0o777 == 0o600
+    # ...and the README's commands, typed in a plain shell afterwards, read it.
+    env = _clean_env(var, DATABASE_URL=child_db_env()["DATABASE_URL"])
+    result = subprocess.run(
+        [sys.executable, "manage.py", "create_user", "maria", "--role", "annotator"],
+        env=env, capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "password:" in result.stdout
+    assert get_user_model().objects.filter(username="maria").exists()
+
+
+def _check(var_dir: Path) -> subprocess.CompletedProcess[str]:
+    args = [sys.executable, "manage.py", "check"]
+    return subprocess.run(args, env=_clean_env(var_dir), capture_output=True, text=True, cwd=ROOT)
+
+
+def test_a_key_file_others_may_read_is_refused(tmp_path):
+    key = tmp_path / "secret_key"
+    key.write_text("k" * 50)
+    key.chmod(0o644)
+    result = _check(tmp_path)
+    assert result.returncode != 0
+    assert f"{key} is readable by others" in result.stderr
+    key.chmod(0o600)
+    result = _check(tmp_path)
+    assert result.returncode == 0, result.stderr
 
 
 def test_settings_refuse_a_bad_database_url():
