@@ -16,6 +16,16 @@ VAR_DIR = Path(env_str("FLYWHEEL_VAR_DIR", str(BASE_DIR / "var")))
 DEBUG = env_bool("DEBUG", False)
 
 
+def _private_file(path: Path, *, name: str, min_len: int) -> str:
+    """A secret kept in a file only this user may read (what `make run` writes into the var dir)."""
+    if path.stat().st_mode & 0o077:
+        raise ImproperlyConfigured(f"{path} is readable by others: `chmod 600 {path}`, or set {name}")
+    value = path.read_text().strip()
+    if len(value) < min_len:
+        raise ImproperlyConfigured(f"{path} must hold a {name} of at least {min_len} characters")
+    return value
+
+
 def _secret_key() -> str:
     key = env_str("SECRET_KEY", None)
     if key:
@@ -35,12 +45,7 @@ def _secret_key() -> str:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(50))
-    if path.stat().st_mode & 0o077:
-        raise ImproperlyConfigured(f"{path} is readable by others: `chmod 600 {path}`, or set SECRET_KEY")
-    key = path.read_text().strip()
-    if len(key) < 32:
-        raise ImproperlyConfigured(f"{path} must hold a key of at least 32 characters")
-    return key
+    return _private_file(path, name="SECRET_KEY", min_len=32)
 
 
 SECRET_KEY = _secret_key()
@@ -119,7 +124,12 @@ for _db in DATABASES.values():
 
 # --- Redis: Celery broker and Channels layer --------------------------------------------------------
 # Shared secret between the web app and its sandbox hosts (heartbeats in, host API calls out).
-SANDBOX_HOST_TOKEN = env_str("SANDBOX_HOST_TOKEN", "")
+# Unset, it is the one `make run` generated into the var dir (so `manage.py tasks_verify` reaches its host).
+SANDBOX_HOST_TOKEN = env_str("SANDBOX_HOST_TOKEN", "") or (
+    _private_file(_token, name="SANDBOX_HOST_TOKEN", min_len=16)
+    if (_token := VAR_DIR / "sandbox-host-token").exists()
+    else ""
+)
 SANDBOX_HOST_GRACE_SECONDS = env_int("SANDBOX_HOST_GRACE_SECONDS", 30, minimum=1)
 # Live view tickets (signed, tied to the session): how long one may wait before its socket connects.
 LIVE_TICKET_SECONDS = env_int("LIVE_TICKET_SECONDS", 60, minimum=1)

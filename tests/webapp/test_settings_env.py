@@ -173,3 +173,21 @@ def test_sqlite_runs_in_wal_mode():
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA journal_mode")
         assert cursor.fetchone()[0] == "wal"
+
+
+def test_the_sandbox_host_token_make_run_keeps_is_read_when_unset(tmp_path):
+    (tmp_path / "secret_key").write_text("k" * 50)
+    (tmp_path / "secret_key").chmod(0o600)
+    token = tmp_path / "sandbox-host-token"
+    token.write_text("t" * 40 + "\n")
+    token.chmod(0o600)
+    code = "import django; from django.conf import settings; print(settings.SANDBOX_HOST_TOKEN)"
+    args = [sys.executable, "-c", code]
+    env = _clean_env(tmp_path, DJANGO_SETTINGS_MODULE="webapp.settings")
+    result = subprocess.run(args, env=env, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "t" * 40
+    token.chmod(0o640)
+    result = subprocess.run(args, env=env, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode != 0
+    assert f"{token} is readable by others" in result.stderr
