@@ -51,6 +51,50 @@ def version_withdrawal(*, version: DatasetVersion) -> VersionWithdrawal | None:
         return None
 
 
+@dataclass(frozen=True)
+class LineageView:
+    """A version's lineage as people read it: names where the record keeps ids, counts where it
+    keeps lists."""
+
+    sources: dict[str, int]
+    policy_versions: list[tuple[int, str]]
+    """(id, name) of every policy version whose episodes it holds."""
+    annotators: list[tuple[int, str]]
+    """(id, username) of every person who demonstrated one of its episodes."""
+    reviews: int
+    """How many reviews of its episodes there were."""
+    added: int | None
+    removed: int | None
+
+
+def version_lineage(*, version: DatasetVersion) -> LineageView:
+    """The version's lineage with the ids it records resolved to names (an id whose row has gone
+    shows as `#id`)."""
+    from django.contrib.auth import get_user_model
+
+    from webapp.training.models import PolicyVersion
+
+    lineage = dict(version.lineage or {})
+
+    def ids(key: str) -> list[int]:
+        return [int(i) for i in lineage.get(key) or [] if isinstance(i, int)]
+
+    policy_ids, annotator_ids = ids("policy_versions"), ids("annotators")
+    policies = dict(PolicyVersion.objects.filter(pk__in=policy_ids).values_list("pk", "name"))
+    user_model = get_user_model()
+    people = dict(
+        user_model.objects.filter(pk__in=annotator_ids).values_list("pk", user_model.USERNAME_FIELD)
+    )
+    return LineageView(
+        sources={str(k): int(v) for k, v in (lineage.get("sources") or {}).items()},
+        policy_versions=[(i, str(policies.get(i, f"#{i}"))) for i in policy_ids],
+        annotators=[(i, str(people.get(i, f"#{i}"))) for i in annotator_ids],
+        reviews=len(lineage.get("reviews") or []),
+        added=lineage.get("added"),
+        removed=lineage.get("removed"),
+    )
+
+
 def version_members(*, version: DatasetVersion, v: int | None = None) -> QuerySet[DatasetMembership]:
     """A version's episodes with their verdicts, optionally only V=`v`."""
     rows = version.memberships.select_related("episode__task", "episode__policy_version").order_by(

@@ -20,6 +20,7 @@ from webapp.datasets.selectors import (
     rounds_closed,
     rounds_trend,
     version_get,
+    version_lineage,
     version_members,
     version_pinned_by,
     version_withdrawal,
@@ -71,6 +72,7 @@ def version_detail(request: HttpRequest, version_id: int) -> HttpResponse:
         {
             "version": version,
             "withdrawal": version_withdrawal(version=version),
+            "lineage": version_lineage(version=version),
             "members": page,
             "v": v,
             "exports": exports_of(version=version)[:20],

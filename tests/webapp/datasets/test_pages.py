@@ -123,3 +123,30 @@ def test_the_diff_page_shows_what_changed(client_for, two_rounds) -> None:  # ty
     assert bad.status_code == 400 and "choose two versions" in bad.content.decode()
     api = client.get(f"/api/v1/dataset-diff?a={v1.pk}&b={v2.pk}").json()
     assert api["added"] == 2 and api["removed"] == 0 and api["kept"] == 1
+
+
+def test_the_version_page_names_who_and_what_its_lineage_records(client_for, personas: Personas) -> None:  # type: ignore[no-untyped-def]
+    """Lineage keeps ids; the page shows names and counts (once it showed "Annotators: 2", an id)."""
+    from webapp.episodes.models import Episode
+    from webapp.reviews.services import review_assign
+    from webapp.training.models import PolicyVersion
+
+    policy = PolicyVersion.objects.create(name="ui-tars-round-3", backend="noop")
+    demo = build_episode(steps=GOOD, reward=1.0, annotator=personas.annotator)
+    rollout = build_episode(steps=GOOD, reward=1.0)
+    Episode.objects.filter(pk=rollout.pk).update(policy_version=policy)
+    review_assign(episode=demo, reviewer=personas.reviewer, assigned_by=personas.admin)
+    flywheel_round_close()
+    version = DatasetVersion.objects.get(dataset__name=SFT_DATASET)
+    assert version.lineage["annotators"] == [personas.annotator.pk]  # the record keeps the id
+    url = reverse("datasets:version_detail", args=[version.pk])
+    html = client_for("researcher").get(url).content.decode()
+
+    def cell(testid: str) -> str:
+        start = html.index(f'data-testid="{testid}">') + len(f'data-testid="{testid}">')
+        return html[start : html.index("</dd>", start)]
+
+    assert cell("lineage-annotators") == personas.annotator.get_username()
+    assert "ui-tars-round-3" in cell("lineage-policies") and f">{policy.pk}<" not in cell("lineage-policies")
+    assert cell("lineage-reviews") == "1 review"
+    assert cell("lineage-sources") == "agent: 1 episode · human: 1 episode"
