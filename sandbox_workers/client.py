@@ -212,8 +212,14 @@ class LeasedSandbox:
         return ExecResult(**data)
 
     def put_file(self, path: str, data: bytes) -> None:
-        """Upload `data` to `path` in the sandbox."""
-        self.client.request("PUT", f"{self._path}/files", params={"path": path}, content=data)
+        """Upload `data` to `path` in the sandbox; EnvError if the host kept other than all of it."""
+        resp = self.client.request("PUT", f"{self._path}/files", params={"path": path}, content=data)
+        try:
+            kept = int(resp.json()["size"])
+        except (ValueError, KeyError, TypeError):
+            kept = -1
+        if kept != len(data):
+            raise EnvError(f"the sandbox host kept {kept} of the {len(data)} bytes uploaded to {path}")
 
     def get_file(self, path: str) -> bytes:
         """Download `path` from the sandbox."""

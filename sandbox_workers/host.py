@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from aiohttp import http_exceptions as aiohttp_http_exceptions
 from aiohttp import web
 
 from agent_core.actions import ActionError, FileRead, FileWrite, Terminal, action_from_dict
@@ -62,6 +63,11 @@ ERRORS: list[tuple[type[Exception], int, str]] = [
 ]
 
 
+def error_json(kind: str, message: str) -> str:
+    """The body of an error answer."""
+    return json.dumps({"error": {"type": kind, "message": message}})
+
+
 def error_response(status: int, kind: str, message: str) -> web.Response:
     return web.json_response({"error": {"type": kind, "message": message}}, status=status)
 
@@ -96,15 +102,41 @@ async def body(request: web.Request) -> dict[str, Any]:
         data = await request.json()
     except ValueError:
         raise web.HTTPBadRequest(
-            text=json.dumps({"error": {"type": "bad_request", "message": "the body must be JSON"}}),
+            text=error_json("bad_request", "the body must be JSON"),
             content_type="application/json",
         ) from None
     if not isinstance(data, dict):
         raise web.HTTPBadRequest(
-            text=json.dumps({"error": {"type": "bad_request", "message": "the body must be a JSON object"}}),
+            text=error_json("bad_request", "the body must be a JSON object"),
             content_type="application/json",
         )
     return data
+
+
+async def upload(request: web.Request, *, what: str) -> bytes:
+    """The whole request body, or a refusal: 413 past MAX_UPLOAD, 400 when it ends before its
+    Content-Length. One `read(n)` returns what has arrived so far, not n bytes: read to the end."""
+    too_large = web.HTTPRequestEntityTooLarge(
+        max_size=MAX_UPLOAD, text=error_json("too_large", f"{what} are limited to {MAX_UPLOAD} bytes"),
+        content_type="application/json",
+    )  # fmt: skip
+    declared = request.content_length
+    if declared is not None and declared > MAX_UPLOAD:
+        raise too_large
+    data = bytearray()
+    try:
+        async for chunk in request.content.iter_any():
+            data += chunk
+            if len(data) > MAX_UPLOAD:
+                raise too_large
+    except (ConnectionError, aiohttp_http_exceptions.HttpProcessingError) as exc:
+        # The client went away or the body broke off mid-way: nothing of it is kept.
+        message = f"the body ended before it was complete: {exc}"
+        raise web.HTTPBadRequest(text=error_json("incomplete_body", message), content_type="application/json")
+    if declared is not None and len(data) != declared:
+        message = f"the body has {len(data)} bytes, its Content-Length says {declared}"
+        raise web.HTTPBadRequest(text=error_json("incomplete_body", message), content_type="application/json")
+    return bytes(data)
 
 
 def number(data: Mapping[str, Any], key: str, default: float, *, low: float, high: float) -> float:
@@ -258,11 +290,7 @@ async def file_put(request: web.Request) -> web.Response:
     path = request.query.get("path", "")
     if not path:
         raise SandboxError("the query parameter 'path' is required")
-    if request.content_length is not None and request.content_length > MAX_UPLOAD:
-        return error_response(413, "too_large", f"uploads are limited to {MAX_UPLOAD} bytes")
-    data = await request.content.read(MAX_UPLOAD + 1)
-    if len(data) > MAX_UPLOAD:
-        return error_response(413, "too_large", f"uploads are limited to {MAX_UPLOAD} bytes")
+    data = await upload(request, what="uploads")
     await request.app[POOL].run(request.match_info["lease"], "put_file", lambda p: p.put_file(path, data))
     return web.json_response({"path": path, "size": len(data)}, status=201)
 
@@ -296,9 +324,7 @@ async def snapshot(request: web.Request) -> web.Response:
 
 @routes.post("/v1/leases/{lease}/restore")
 async def restore(request: web.Request) -> web.Response:
-    blob = await request.content.read(MAX_UPLOAD + 1)
-    if len(blob) > MAX_UPLOAD:
-        return error_response(413, "too_large", f"snapshots are limited to {MAX_UPLOAD} bytes")
+    blob = await upload(request, what="snapshots")
     await request.app[POOL].run(request.match_info["lease"], "restore", lambda p: p.restore(blob))
     return web.Response(status=204)
 

@@ -39,6 +39,7 @@ import subprocess
 import tarfile
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -625,6 +626,12 @@ class XDesktopProvider(Provider):
         conf = self.conf
         if conf is None:
             raise EnvError("the sandbox is not started")
+        try:
+            # Read it through once before the reset wipes the workspace: a bad blob changes nothing.
+            with tarfile.open(fileobj=io.BytesIO(blob), mode="r:*") as tar:
+                tar.getmembers()
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            raise SandboxError(f"not a snapshot of this sandbox (a tar.gz of its workspace): {exc}") from None
 
         def unpack() -> None:
             with tarfile.open(fileobj=io.BytesIO(blob), mode="r:*") as tar:

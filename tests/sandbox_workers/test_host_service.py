@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import os
 import signal
+import socket
 import time
 
 import aiohttp
@@ -16,6 +18,7 @@ from PIL import Image, ImageChops
 from agent_core.actions import Click, Terminal, Type
 from sandbox_workers.base import EnvError, SandboxError, SandboxPathError
 from sandbox_workers.client import HostAuthError, HostClient
+from sandbox_workers.host import MAX_UPLOAD
 from sandbox_workers.pool import LeaseBroken, LeaseNotFound
 from tests.procs import is_alive as alive
 from tests.procs import wait_for
@@ -87,6 +90,70 @@ def test_bad_requests_get_typed_errors(host, client):
         assert result.timed_out and result.exit_code is None
     with pytest.raises(LeaseNotFound):
         sb.observe()
+
+
+def _raw_request(url: str, head: bytes, body: bytes, *, half_close: bool = True) -> bytes:
+    """Send a hand-made request (a body shorter than its Content-Length, say), then half-close."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head + f"Authorization: Bearer {TOKEN}\r\n\r\n".encode() + body)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while (half_close or b"\r\n\r\n" not in answer) and (chunk := sock.recv(65536)):
+            answer += chunk
+    return answer
+
+
+def test_uploads_and_restores_arrive_whole(host, client):
+    with client.acquire("desktop", holder="test:upload", ttl_s=120, wait_s=30) as sb:
+        for size in (1 << 20, 10 << 20):
+            data = os.urandom(size)
+            sb.put_file(f"up/{size}.bin", data)
+            digest = hashlib.sha256(data).hexdigest()
+            assert hashlib.sha256(sb.get_file(f"up/{size}.bin")).hexdigest() == digest
+            assert sb.exec(["sha256sum", f"up/{size}.bin"]).stdout.split()[0] == digest
+        blob = sb.snapshot()
+        assert len(blob) > 10 << 20  # random bytes do not compress: the restore body is over 10 MB
+        sb.put_file("after-snapshot.txt", b"gone after the restore")
+        sb.restore(blob)
+        assert hashlib.sha256(sb.get_file(f"up/{10 << 20}.bin")).hexdigest() == digest
+        with pytest.raises(SandboxPathError):
+            sb.get_file("after-snapshot.txt")
+
+
+def test_uploads_over_the_limit_cut_short_or_corrupt_are_refused_and_change_nothing(host, client):
+    with client.acquire("desktop", holder="test:short", ttl_s=120, wait_s=30) as sb:
+        files = f"/v1/leases/{sb.info.id}/files?path="
+        sb.put_file("kept.txt", b"before")
+        blob = sb.snapshot()
+        sb.put_file("kept.txt", b"after the snapshot")
+        # Declared too large: refused before a byte is read.
+        answer = _raw_request(host.url, f"PUT {files}big.bin HTTP/1.1\r\nHost: x\r\n"
+                              f"Content-Length: {MAX_UPLOAD + 1}\r\n".encode(), b"", half_close=False)  # fmt: skip
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+        # Too large, in chunks (no Content-Length to look at).
+        chunk = b"x" * (1 << 20)
+        resp = httpx.put(f"{host.url}{files}big.bin", content=iter([chunk] * (MAX_UPLOAD // len(chunk) + 1)),
+                         headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)  # fmt: skip
+        assert resp.status_code == 413 and resp.json()["error"]["type"] == "too_large"
+        # Cut short: the client promised more than it sent.
+        head = f"PUT {files}short.bin HTTP/1.1\r\nHost: x\r\nContent-Length: {1 << 20}\r\n".encode()
+        answer = _raw_request(host.url, head, os.urandom(100_000))
+        assert not answer.startswith((b"HTTP/1.1 2", b"HTTP/1.1 5")), answer[:200]
+        head = (f"POST /v1/leases/{sb.info.id}/restore HTTP/1.1\r\nHost: x\r\n"
+                f"Content-Length: {len(blob)}\r\n").encode()  # fmt: skip
+        answer = _raw_request(host.url, head, blob[: len(blob) // 2])
+        assert not answer.startswith((b"HTTP/1.1 2", b"HTTP/1.1 5")), answer[:200]
+        # Whole, but not a snapshot: refused before the workspace is wiped.
+        with pytest.raises(SandboxError, match="not a snapshot"):
+            sb.restore(b"not a snapshot at all")
+        for name in ("big.bin", "short.bin"):
+            with pytest.raises(SandboxPathError):
+                sb.get_file(name)
+        assert sb.get_file("kept.txt") == b"after the snapshot"
+        sb.restore(blob)
+        assert sb.get_file("kept.txt") == b"before"
 
 
 def test_vnc_stream_and_screencast_over_websockets(host, client):
