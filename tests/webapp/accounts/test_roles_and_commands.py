@@ -80,7 +80,25 @@ def test_create_user_command_rejects_unknown_roles_and_duplicates(monkeypatch):
     assert authenticate(username="gina", password="a-much-better-passphrase-42").is_superuser
 
 
-def test_seed_demo_is_idempotent_and_prints_working_credentials():
+@pytest.fixture
+def tiny_builds(monkeypatch, tmp_path, settings):
+    """The demo's tiny policy builds, recorded (the real build is `make run`'s test); var dir in tmp."""
+    from agent_core.training import tiny_policy
+
+    settings.VAR_DIR = tmp_path
+    built: list[list[str]] = []
+
+    def build(path, *, corpus=(), seed=0):
+        path.mkdir(parents=True)
+        (path / "config.json").write_text("{}")
+        built.append(list(corpus))
+        return path
+
+    monkeypatch.setattr(tiny_policy, "build_tiny_policy", build)
+    return built
+
+
+def test_seed_demo_is_idempotent_and_prints_working_credentials(tiny_builds):
     first, second = io.StringIO(), io.StringIO()
     call_command("seed_demo", stdout=first)
     n_tasks = Task.objects.count()
@@ -101,3 +119,14 @@ def test_seed_demo_is_idempotent_and_prints_working_credentials():
         "desktop/terminal/count-lines",
         "miniwob/click-button",
     ]
+
+
+def test_seed_demo_includes_a_local_policy_to_train_from(tiny_builds):
+    from webapp.training.selectors import policies_to_train_from
+
+    call_command("seed_demo", stdout=io.StringIO())
+    assert [p.name for p in policies_to_train_from()] == ["tiny-base"]
+    # Its tokenizer read the catalog's instructions, loaded before it was built; built once only.
+    assert len(tiny_builds) == 1 and tiny_builds[0]
+    call_command("seed_demo", stdout=io.StringIO())
+    assert len(tiny_builds) == 1

@@ -1,5 +1,5 @@
-"""manage.py seed_demo: the demo users (one per role), the built-in task suites and baseline policies.
-Idempotent.
+"""manage.py seed_demo: the demo users (one per role), the built-in task suites, baseline policies and
+the tiny local policy (so training can be launched from the UI at once). Idempotent.
 
 Credentials are generated on the first run, kept in var/demo-credentials.json (mode 0600) and
 printed on every run, so `make run` can always tell you how to log in.
@@ -7,6 +7,7 @@ printed on every run, so `make run` can always tell you how to log in.
 
 from __future__ import annotations
 
+import io
 import json
 import secrets
 from pathlib import Path
@@ -14,7 +15,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from agent_core.suites import suite_names
@@ -34,6 +36,8 @@ DEMO_USERS = {
 }
 
 
+# The local policy a fresh install trains from (`manage.py tiny_policy`; about 10 s, once).
+DEMO_LOCAL_POLICY = "tiny-base"
 DEMO_ASSIGNMENTS = ("desktop/terminal/count-lines", "desktop/editor/append-line", "miniwob/click-button")
 
 
@@ -62,6 +66,14 @@ class Command(BaseCommand):
         for name in suite_names():
             suite, _, _ = suite_load(name=name)
             self.stdout.write(f"Suite {name}: {suite.tasks.count()} tasks")
+        # A local policy to train from; built after the suites, whose instructions its tokenizer reads.
+        if not PolicyVersion.objects.filter(name=DEMO_LOCAL_POLICY).exists():
+            try:
+                call_command("tiny_policy", "--name", DEMO_LOCAL_POLICY, stdout=io.StringIO())
+            except CommandError as exc:
+                self.stderr.write(f"No local policy to train from: {exc}")
+        if PolicyVersion.objects.filter(name=DEMO_LOCAL_POLICY).exists():
+            self.stdout.write(f"Local policy {DEMO_LOCAL_POLICY}: training can start from it")
         # A few tasks in the demo annotator's queue, so the annotation page has work on it.
         annotator = User.objects.get(username="annotator")
         if not Assignment.objects.filter(annotator=annotator).exists():

@@ -44,10 +44,6 @@ class Command(BaseCommand):
         parser.add_argument("--force", action="store_true", help="rebuild the model and reset the version")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        try:
-            from agent_core.training.tiny_policy import POLICY_CONFIG, build_tiny_policy
-        except ImportError as exc:
-            raise CommandError(f"the tiny policy needs the train extra (pip install '.[train]'): {exc}")
         name = str(opts["name"])
         if slugify(name) != name:
             raise CommandError(f"--name must be a slug (letters, digits, - and _), got {name!r}")
@@ -59,6 +55,12 @@ class Command(BaseCommand):
             where = f" ({model})" if model is not None else ""
             self.stdout.write(f"policy {name} exists{where}; --force rebuilds it")
             return
+        # Imported only when there is something to build: torch takes seconds to import, and
+        # `make run` (seed_demo) calls this on every start.
+        try:
+            from agent_core.training.tiny_policy import POLICY_CONFIG, build_tiny_policy
+        except ImportError as exc:
+            raise CommandError(f"the tiny policy needs the train extra (pip install '.[train]'): {exc}")
         instructions = corpus()
         if (path / "config.json").is_file() and not opts["force"]:
             built = "registered the model already"  # its version row was lost (a fresh database)
