@@ -9,7 +9,7 @@ validates without importing torch.
 # ruff: noqa: E501 - the field tables read best one field per line
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,12 +17,22 @@ ALGORITHMS = ("sft", "ppo", "grpo")
 
 
 class ConfigError(ValueError):
-    """A config field is missing, unknown, of the wrong type or out of range; `field` names it."""
+    """A config field is missing, unknown, of the wrong type or out of range; `field` names it.
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
+    Validation reports every bad field at once: `errors` holds one ConfigError per field at fault
+    (`field` and `message` are the first one's)."""
+
+    def __init__(self, field: str, message: str, *, errors: Sequence[ConfigError] = ()) -> None:
         self.field = field
         self.message = message
+        self.errors: tuple[ConfigError, ...] = tuple(errors) or (self,)
+        super().__init__("; ".join(f"{e.field}: {e.message}" for e in self.errors))
+
+    @classmethod
+    def of(cls, errors: Sequence[ConfigError]) -> ConfigError:
+        """One error that carries every one of `errors` (at least one)."""
+        flat = [e for error in errors for e in error.errors]
+        return cls(flat[0].field, flat[0].message, errors=flat)
 
 
 @dataclass(frozen=True)
@@ -163,29 +173,47 @@ def _coerce(spec: FieldSpec, value: Any) -> Any:
 
 
 def validate_config(algorithm: str, raw: Mapping[str, Any] | None) -> dict[str, Any]:
-    """`raw` with defaults filled in and every value checked; ConfigError names the first bad field."""
+    """`raw` with defaults filled in and every value checked; a ConfigError names every bad field
+    (its `errors`), so a form can show each message beside its field at once."""
     fields = {f.name: f for f in config_fields(algorithm)}
-    raw = dict(raw or {})
-    if not isinstance(raw, dict):
+    if raw is not None and not isinstance(raw, Mapping):
         raise ConfigError("config", "must be a JSON object")
-    unknown = sorted(set(raw) - set(fields))
-    if unknown:
-        raise ConfigError(
-            unknown[0], f"unknown field for {algorithm}; valid fields: {', '.join(sorted(fields))}"
+    raw = dict(raw or {})
+    errors: list[ConfigError] = [
+        ConfigError(name, f"unknown field for {algorithm}; valid fields: {', '.join(sorted(fields))}")
+        for name in sorted(set(raw) - set(fields), key=str)
+    ]
+    out: dict[str, Any] = {}
+    for name, spec in fields.items():
+        try:
+            out[name] = _coerce(spec, raw[name]) if name in raw else spec.default
+        except ConfigError as exc:
+            errors.append(exc)
+    # Checks across fields, only between fields that are valid on their own.
+    if (
+        algorithm in ("ppo", "grpo")
+        and {"eps_low", "eps_high"} <= set(out)
+        and out["eps_high"] < out["eps_low"]
+    ):
+        errors.append(
+            ConfigError(
+                "eps_high",
+                f"must be at least eps_low ({out['eps_low']:g}): the clipping is asymmetric, "
+                f"got {out['eps_high']:g}",
+            )
         )
-    out = {name: _coerce(spec, raw[name]) if name in raw else spec.default for name, spec in fields.items()}
-    if algorithm in ("ppo", "grpo") and out["eps_high"] < out["eps_low"]:
-        raise ConfigError(
-            "eps_high",
-            f"must be at least eps_low ({out['eps_low']:g}): the clipping is asymmetric, "
-            f"got {out['eps_high']:g}",
-        )
-    if algorithm == "grpo":
+    if algorithm == "grpo" and {"min_rollouts", "max_rollouts"} <= set(out):
         if out["min_rollouts"] > out["max_rollouts"]:
-            raise ConfigError(
-                "min_rollouts",
-                f"must not exceed max_rollouts ({out['max_rollouts']}), got {out['min_rollouts']}",
+            errors.append(
+                ConfigError(
+                    "min_rollouts",
+                    f"must not exceed max_rollouts ({out['max_rollouts']}), got {out['min_rollouts']}",
+                )
             )
         if out["max_rollouts"] < 2:
-            raise ConfigError("max_rollouts", "must be at least 2: a group needs two rollouts to compare")
+            errors.append(
+                ConfigError("max_rollouts", "must be at least 2: a group needs two rollouts to compare")
+            )
+    if errors:
+        raise ConfigError.of(errors)
     return out

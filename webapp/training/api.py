@@ -193,7 +193,7 @@ class FieldErrorOut(ErrorOut):
 
 
 def _refused(exc: TrainingRunError, status: int = 400) -> Status:
-    errors = [{"field": exc.field, "message": exc.message}] if exc.field else None
+    errors = [{"field": f, "message": m} for f, m in exc.errors if f] or None
     return Status(status, {"detail": str(exc), "field": exc.field, "errors": errors})
 
 
@@ -232,11 +232,12 @@ def training_run_create(request: HttpRequest, body: TrainingRunIn) -> Status:
     key = body.base_policy
     policy = _policy_by(key)
     suite = TaskSuite.objects.filter(slug=body.suite).first() if body.suite else None
+    refused = []  # reported with every other input at fault, not before them
+    if policy is None:
+        refused.append(("base_policy", f"there is no policy {key!r}"))
+    if body.suite and suite is None:
+        refused.append(("suite", f"there is no task suite {body.suite!r}"))
     try:
-        if policy is None:
-            raise TrainingRunError(f"there is no policy {key!r}", "base_policy")
-        if body.suite and suite is None:
-            raise TrainingRunError(f"there is no task suite {body.suite!r}", "suite")
         run = training_run_launch(
             algorithm=str(body.algorithm),
             name=body.name,
@@ -245,6 +246,7 @@ def training_run_create(request: HttpRequest, body: TrainingRunIn) -> Status:
             dataset_pin=body.dataset,
             base_policy=policy,
             suite=suite,
+            refused=refused,
         )
     except TrainingRunError as exc:
         return _refused(exc)

@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,24 @@ STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
 class TrainingRunError(Exception):
-    """A training operation was refused; `field` names the input at fault (a config field, "dataset", …)."""
+    """A training operation was refused; `field` names the input at fault (a config field, "dataset", …).
 
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(f"{field}: {message}" if field else message)
+    A launch reports every input at fault at once: `errors` holds (field, message) for each (`field`
+    and `message` are the first one's)."""
+
+    def __init__(
+        self, message: str, field: str | None = None, *, errors: Sequence[tuple[str | None, str]] = ()
+    ) -> None:
+        self.errors: list[tuple[str | None, str]] = list(errors) or [(field, message)]
+        super().__init__("; ".join(f"{f}: {m}" if f else m for f, m in self.errors))
         self.field = field
         self.message = message
+
+    @classmethod
+    def of(cls, errors: Sequence[tuple[str | None, str]]) -> TrainingRunError:
+        """One refusal naming every one of `errors` (at least one)."""
+        field, message = errors[0]
+        return cls(message, field, errors=errors)
 
 
 def stale_seconds() -> float:
@@ -109,36 +122,61 @@ def training_run_launch(
     dataset_pin: str | None,
     base_policy: PolicyVersion | None,
     suite: TaskSuite | None,
+    refused: Sequence[tuple[str, str]] = (),
 ) -> TrainingRun:
-    """Validate and create a pending run, queued on `training` once the transaction commits."""
-    if algorithm not in TrainingRun.Algorithm.values:
-        raise TrainingRunError(
-            f"unknown algorithm {algorithm!r}; valid: {', '.join(TrainingRun.Algorithm.values)}", "algorithm"
-        )
+    """Validate and create a pending run, queued on `training` once the transaction commits.
+
+    Every input at fault is reported at once (TrainingRunError.errors); `refused` holds what the
+    caller already found wrong while reading its input (a policy name that names nothing), reported
+    in place of this function's own message for the same field."""
+    errors: list[tuple[str | None, str]] = list(refused)
+
+    def refuse(exc: TrainingRunError) -> None:
+        taken = {f for f, _ in errors}
+        errors.extend((f, m) for f, m in exc.errors if f is None or f not in taken)
+
+    known = algorithm in TrainingRun.Algorithm.values
+    if not known:
+        valid = ", ".join(TrainingRun.Algorithm.values)
+        refuse(TrainingRunError(f"unknown algorithm {algorithm!r}; valid: {valid}", "algorithm"))
     name = (name or "").strip()
     if not name:
-        raise TrainingRunError("give the run a name", "name")
-    if len(name) > 200:
-        raise TrainingRunError("must be at most 200 characters", "name")
+        refuse(TrainingRunError("give the run a name", "name"))
+    elif len(name) > 200:
+        refuse(TrainingRunError("must be at most 200 characters", "name"))
+    clean: dict[str, Any] | None = None
+    if known:
+        try:
+            clean = validate_config(algorithm, config)
+        except ConfigError as exc:
+            refuse(TrainingRunError.of([(e.field, e.message) for e in exc.errors]))
     try:
-        clean = validate_config(algorithm, config)
-    except ConfigError as exc:
-        raise TrainingRunError(exc.message, exc.field) from exc
-    _check_base_policy(base_policy)
+        _check_base_policy(base_policy)
+    except TrainingRunError as exc:
+        refuse(exc)
     version = None
     pin = (dataset_pin or "").strip()
     if algorithm == TrainingRun.Algorithm.SFT:
-        if not pin:
-            raise TrainingRunError("an SFT run trains on a dataset version: pin one (name@vN)", "dataset")
-        try:
-            version = version_pin_resolve(pin=pin)
-        except DatasetError as exc:
-            raise TrainingRunError(str(exc), "dataset") from exc
         suite = None
-    else:
+        if not pin:
+            refuse(TrainingRunError("an SFT run trains on a dataset version: pin one (name@vN)", "dataset"))
+        else:
+            try:
+                version = version_pin_resolve(pin=pin)
+            except DatasetError as exc:
+                refuse(TrainingRunError(str(exc), "dataset"))
+    elif known:
         if pin:
-            raise TrainingRunError(f"{algorithm} trains on live rollouts; leave the dataset empty", "dataset")
-        suite = _check_suite(suite, clean, algorithm)
+            msg = f"{algorithm} trains on live rollouts; leave the dataset empty"
+            refuse(TrainingRunError(msg, "dataset"))
+        try:
+            # With a bad config the suite and task slugs are still checked, on a copy of what was given.
+            suite = _check_suite(suite, clean if clean is not None else dict(config or {}), algorithm)
+        except TrainingRunError as exc:
+            refuse(exc)
+    if errors:
+        raise TrainingRunError.of(errors)
+    assert clean is not None  # no error: the config validated
     with transaction.atomic():
         run = TrainingRun.objects.create(
             name=name,

@@ -42,7 +42,9 @@ FORM_FIELDS = ("algorithm", "name", "dataset", "base_policy", "suite")
 def _config_inputs(
     algorithm: str, values: dict[str, str], error: TrainingRunError | None
 ) -> list[dict[str, Any]]:
-    """The config fields of `algorithm` as form inputs, with the submitted values (or defaults)."""
+    """The config fields of `algorithm` as form inputs, with the submitted values (or defaults) and
+    each one's error."""
+    errors = _errors_by_field(error)
     inputs = []
     for spec in config_fields(algorithm):
         if spec.name == "suite":
@@ -60,10 +62,19 @@ def _config_inputs(
                 "min": spec.min,
                 "max": spec.max,
                 "step": "1" if spec.type is int else "any",
-                "error": error.message if error is not None and error.field == spec.name else "",
+                "error": errors.get(spec.name, ""),
             }
         )
     return inputs
+
+
+def _errors_by_field(error: TrainingRunError | None) -> dict[str, str]:
+    """Each field at fault → its message (every one of a refused launch, not only the first)."""
+    out: dict[str, str] = {}
+    for field, message in error.errors if error is not None else ():
+        if field and field not in out:
+            out[field] = message
+    return out
 
 
 def _form_context(
@@ -77,14 +88,19 @@ def _form_context(
     algorithm = form.get("algorithm") or TrainingRun.Algorithm.SFT
     if algorithm not in TrainingRun.Algorithm.values:
         algorithm = TrainingRun.Algorithm.SFT
-    field_errors = {f: error.message for f in FORM_FIELDS if error is not None and error.field == f}
+    errors = _errors_by_field(error)
+    field_errors = {f: errors[f] for f in FORM_FIELDS if f in errors}
+    config_inputs = _config_inputs(algorithm, config or {}, error)
+    placed = {*field_errors, *(i["name"] for i in config_inputs if i["error"])}
     return {
         "algorithms": TrainingRun.Algorithm.choices,
         "algorithm": algorithm,
         "form": form,
-        "config_inputs": _config_inputs(algorithm, config or {}, error),
+        "config_inputs": config_inputs,
         "error": error,
         "field_errors": field_errors,
+        # What no field of the form shows beside it: said at the top.
+        "other_errors": [(f, m) for f, m in (error.errors if error else []) if f not in placed],
         "base_policies": policies_to_train_from(),
         "suites": suites_to_roll_out_on(),
         "pins": dataset_pins_usable(),

@@ -243,6 +243,23 @@ def test_config_errors_name_the_field() -> None:
     assert cfg["lr"] == 0.001 and cfg["iterations"] == 5 and cfg["lambda_value"] == 1.0
 
 
+def test_config_errors_name_every_bad_field_at_once() -> None:
+    """A form shows each message beside its field: validation does not stop at the first one."""
+    with pytest.raises(ConfigError) as err:
+        validate_config(
+            "grpo",
+            {"lr": "fast", "batch": 3, "iterations": 0, "eps_low": 0.3, "eps_high": 0.2, "device": "tpu"},
+        )
+    fields = [e.field for e in err.value.errors]
+    assert sorted(fields) == ["batch", "device", "eps_high", "iterations", "lr"]
+    assert all(e.message and e.field not in e.message.split(":")[0] for e in err.value.errors)
+    assert "lr: must be a number" in str(err.value) and "device: must be one of" in str(err.value)
+    # A cross-field check waits until both fields are valid on their own.
+    with pytest.raises(ConfigError) as err:
+        validate_config("grpo", {"min_rollouts": "many", "max_rollouts": 4})
+    assert [e.field for e in err.value.errors] == ["min_rollouts"]
+
+
 # --- the update moves the policy the right way ---
 
 

@@ -280,3 +280,36 @@ def test_service_refuses_unknown_algorithm_and_blank_name(personas, base_policy)
             algorithm="sft", name="  ", config={}, created_by=personas.admin, dataset_pin=None,
             base_policy=base_policy, suite=None,
         )  # fmt: skip
+
+
+# --- every error at once ---------------------------------------------------------------------------
+
+
+def test_service_names_every_input_at_fault_at_once(launch):
+    with pytest.raises(TrainingRunError) as caught:
+        launch(name=" ", dataset_pin="", config={"lr": -1, "batch_size": "many", "warmup": 2})
+    fields = [f for f, _ in caught.value.errors]
+    assert sorted(fields) == ["batch_size", "dataset", "lr", "name", "warmup"]
+    assert "lr: must be at least" in str(caught.value) and "dataset: an SFT run" in str(caught.value)
+    assert not TrainingRun.objects.exists()
+
+
+def test_page_shows_each_error_beside_its_field_at_once(client_for, base_policy, sft_version):
+    form = _form(base_policy, name="", dataset="nope", cfg_lr="-3", cfg_batch_size="many", cfg_dtype="x")
+    response = client_for("admin").post(reverse("training:run_launch"), form)
+    assert response.status_code == 400
+    body = text(response)
+    for field in ("name", "dataset", "lr", "batch_size", "dtype"):
+        assert f'data-testid="field-error" data-field="{field}"' in body, field
+    assert "Not launched: 5 fields need fixing, each says why beside it." in body
+    assert 'name="cfg_lr" value="-3"' in body and 'name="cfg_batch_size" value="many"' in body
+
+
+def test_api_lists_every_input_at_fault(personas, base_policy, sft_version):
+    body = _body(base_policy="ghost", config={"warmup_steps": -1, "epochs": "lots"}, dataset="")
+    response = send(bearer_client(personas.admin), "POST", "/training-runs", body)
+    assert response.status_code == 400
+    got = response.json()
+    assert got["field"] == "base_policy"
+    assert [e["field"] for e in got["errors"]] == ["base_policy", "epochs", "warmup_steps", "dataset"]
+    assert got["errors"][0]["message"] == "there is no policy 'ghost'"
