@@ -155,10 +155,24 @@ if TRAINING_STALE_S <= TRAINING_HEARTBEAT_S:
     )
 
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
+# Every consumer waits for its channel's messages in a blocking read (channels_redis: BZPOPMIN, 5 s at
+# a time), so a socket read timeout must be longer than that wait: redis-py 8's 5 s default closed
+# every idle WebSocket with 1011. The timeout is set here, not inherited, and only has to catch a dead
+# connection. (Celery's broker passes its own socket_timeout=None to redis-py; see test_socket_lifetime.)
+REDIS_SOCKET_TIMEOUT_S = 30
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNELS_PREFIX", "flywheel")},
+        "CONFIG": {
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    "socket_timeout": REDIS_SOCKET_TIMEOUT_S,
+                    "socket_connect_timeout": 5,
+                }
+            ],
+            "prefix": env_str("CHANNELS_PREFIX", "flywheel"),
+        },
     }
 }
 

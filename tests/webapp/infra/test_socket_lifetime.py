@@ -1,0 +1,104 @@
+"""Live sockets outlive every Redis client timeout: through real daphne and the real Redis layer.
+
+redis-py 8 made reads time out after 5 s by default, while channels_redis blocks 5 s in each receive
+(BZPOPMIN) and Celery's broker blocks in BRPOP: with the default every idle WebSocket closed with
+1011 about 6 s after it opened. These tests hold connections idle for three times that default and
+then check messages still flow both ways.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+import pytest
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.test import Client
+from redis._defaults import DEFAULT_SOCKET_TIMEOUT
+
+from tests.conftest import make_personas
+from tests.factories import make_episode
+from tests.procs import daphne_server
+from webapp.celery import app as celery_app
+from webapp.common.live import broadcast_flush
+from webapp.episodes.services import step_record
+
+IDLE_S = 3 * DEFAULT_SOCKET_TIMEOUT
+
+
+def _cookie(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+async def _next_json(ws: aiohttp.ClientWebSocketResponse, kind: str) -> dict:
+    """The next JSON message of type `kind` (others, such as a keep-alive, are skipped)."""
+    while True:
+        msg = await ws.receive(timeout=20)
+        assert msg.type == aiohttp.WSMsgType.TEXT, (msg.type, msg.data, ws.close_code)
+        data = msg.json()
+        if data.get("type") == kind:
+            return data
+
+
+async def _send(ws: aiohttp.ClientWebSocketResponse, data: dict) -> None:
+    try:
+        await ws.send_json(data)
+    except ConnectionResetError:
+        msg = await ws.receive(timeout=5)
+        pytest.fail(f"the socket was closed: {msg.type.name} {msg.data} {msg.extra}")
+
+
+def test_the_channel_layer_read_timeout_outlasts_its_blocking_receive():
+    # channels_redis blocks this long in BZPOPMIN on every receive; a release that waits longer than
+    # our socket timeout would bring the 1011 closes back.
+    from channels_redis.core import RedisChannelLayer
+
+    (host,) = settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"]
+    assert host["socket_timeout"] > 2 * RedisChannelLayer.brpop_timeout
+
+
+@pytest.mark.slow
+def test_sockets_stay_open_and_live_well_past_the_redis_read_timeout(transactional_db, tmp_path):
+    people = make_personas()
+    episode = make_episode(annotator=people.annotator, finish=False)
+    headers = {"Cookie": _cookie(people.annotator), "Origin": "http://localhost"}
+
+    async def scenario(base: str) -> tuple[dict, dict, dict]:
+        ws_base = base.replace("http://", "ws://")
+        async with (
+            aiohttp.ClientSession(headers=headers) as http,
+            http.ws_connect(f"{ws_base}/ws/episodes/{episode.pk}/session/") as session_ws,
+            http.ws_connect(f"{ws_base}/ws/episodes/{episode.pk}/") as steps_ws,
+        ):
+            hello = await _next_json(session_ws, "hello")
+            # Idle: nothing arrives, so each consumer sits in the channel layer's blocking receive.
+            await asyncio.sleep(IDLE_S)
+            await _send(session_ws, {"type": "ping"})
+            pong = await _next_json(session_ws, "pong")
+            # From the server's side: a step recorded in this process reaches both sockets via Redis.
+            await asyncio.get_running_loop().run_in_executor(None, _record_step, episode)
+            step = await _next_json(steps_ws, "step.created")
+            await _next_json(session_ws, "step.created")
+            return hello, pong, step
+
+    with daphne_server(tmp_path) as base:
+        hello, pong, step = async_to_sync(scenario)(base)
+    assert hello["episode"] == episode.pk and pong == {"type": "pong"}
+    assert (step["episode"], step["thought"]) == (episode.pk, "still here")
+
+
+def _record_step(episode) -> None:
+    step_record(episode=episode, actor="human", action={"type": "wait"}, thought="still here")
+    assert broadcast_flush(timeout=10)
+
+
+@pytest.mark.slow
+def test_the_celery_broker_waits_in_a_blocking_read_longer_than_the_redis_default():
+    # A worker waits for work in BRPOP; a socket timeout shorter than that wait would drop it.
+    with celery_app.connection_for_read() as conn:
+        client = conn.default_channel.client
+        assert client.brpop([f"test-empty-{time.time_ns()}"], timeout=DEFAULT_SOCKET_TIMEOUT + 2) is None
