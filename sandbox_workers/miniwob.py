@@ -74,6 +74,38 @@ def task_url(name: str, base_dir: str) -> str:
     return f"file://{base_dir.rstrip('/')}/miniwob/{name}.html"
 
 
+# A file:// URL a browser sandbox may open: exactly file://[localhost]/<plain segments>[?query][#fragment].
+# Chromium reads a backslash as a slash, decodes %2e to a dot, drops tabs and newlines and folds the
+# scheme's case before it resolves "..": a check of its own reading of anything looser can be fooled.
+_FILE_URL = re.compile(r"(?i:file)://(?:(?i:localhost))?(/[^?#]*)(\?[^#]*)?(#.*)?", re.DOTALL)
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+_URL_UNSAFE = re.compile(r"[\x00-\x20\x7f\\]")
+
+
+def allowed_file_url(url: str, *, base: str, host_dir: Path) -> str:
+    """The canonical form of a file:// URL under the html/ folder (`base` as the browser sees it,
+    `host_dir` on the host), to navigate to instead of `url`; MiniWobError for anything else.
+
+    Only plain paths pass: no backslash, percent escape, control character or space anywhere, no
+    "." or ".." segment, no host but localhost; and the file must not be a symlink out of the folder."""
+    match = _FILE_URL.fullmatch(url) if not _URL_UNSAFE.search(url) else None
+    path = match.group(1) if match else ""
+    base_segments = base.strip("/").split("/")
+    segments = path.split("/")[1:]
+    inside = segments[len(base_segments) :]
+    if (
+        match is None
+        or segments[: len(base_segments)] != base_segments
+        or not inside
+        or not all(_PLAIN_SEGMENT.fullmatch(seg) for seg in inside)
+    ):
+        raise MiniWobError(f"file:// URLs must be plain paths under the MiniWoB folder file://{base}/")
+    root = host_dir.resolve()
+    if not root.joinpath(*inside).resolve().is_relative_to(root):
+        raise MiniWobError(f"{path} leads out of the MiniWoB folder (a symlink)")
+    return f"file://{path}{match.group(2) or ''}{match.group(3) or ''}"
+
+
 def extract_fields(name: str, utterance: str) -> dict[str, str]:
     """The task's key → value fields from its utterance with the package's extractor ({} if none)."""
     try:

@@ -41,10 +41,8 @@ import base64
 import contextlib
 import json
 import logging
-import posixpath
 import shutil
 import time
-import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -601,13 +599,17 @@ class BrowserProvider(Provider):
                 raise InvalidParams(f"this sandbox has no network: cannot open {url}")
             return url
         if scheme == "file":
-            assert self._spec is not None
-            path = posixpath.normpath(urllib.parse.unquote(urllib.parse.urlsplit(url).path))
-            base = self._spec.html_base.rstrip("/")
-            if path.startswith(base + "/"):
-                return url
-            raise InvalidParams(f"file:// URLs must lie under the MiniWoB folder file://{base}/")
+            return self._file_url(url)
         raise InvalidParams("goto accepts about:blank, data: (up to 2 MB), file:// (MiniWoB) and http(s)")
+
+    def _file_url(self, url: str) -> str:
+        """The canonical form of a file:// URL of the MiniWoB folder (what is opened: Chromium reads
+        looser forms its own way), or InvalidParams."""
+        assert self._spec is not None
+        try:
+            return miniwob.allowed_file_url(url, base=self._spec.html_base, host_dir=miniwob.html_dir())
+        except miniwob.MiniWobError as exc:
+            raise InvalidParams(str(exc)) from None
 
     async def _navigate(self, url: str) -> dict[str, Any]:
         if self._clock is not None and self._clock.dirty:
@@ -633,7 +635,19 @@ class BrowserProvider(Provider):
         self._episode_task = None
         # A page that used virtual time is replaced before the load: give that its own time.
         fresh = 20 if self._clock is not None and self._clock.dirty else 0
-        return self._run(lambda: self._navigate(url), timeout=NAV_TIMEOUT_MS / 1000 + 5 + fresh, what="goto")
+
+        async def go() -> dict[str, Any]:
+            nav = await self._navigate(url)
+            if nav["url"].lower().startswith("file:"):
+                # Where Chromium itself ended up: a file outside the folder is never left on screen.
+                try:
+                    self._file_url(nav["url"])
+                except InvalidParams:
+                    await self._navigate("about:blank")
+                    raise InvalidParams(f"goto {url} led outside the MiniWoB folder: {nav['url']}") from None
+            return nav
+
+        return self._run(go, timeout=NAV_TIMEOUT_MS / 1000 + 5 + fresh, what="goto")
 
     def _call_miniwob_start(self, params: dict[str, Any]) -> dict[str, Any]:
         task, seed, mode = params.get("task"), params.get("seed"), params.get("mode", "train")

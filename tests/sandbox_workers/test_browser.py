@@ -205,6 +205,38 @@ def test_goto_only_allows_safe_urls(sb: BrowserProvider, server: tuple[str, list
         sb.call("dom", {"selector": "[[["})
 
 
+def test_goto_refuses_file_urls_chromium_would_read_outside_the_miniwob_folder(sb: BrowserProvider) -> None:
+    base = sb._spec.html_base
+    bypasses = [
+        f"file://{base}/..\\..\\etc\\passwd",  # Chromium reads a backslash as a slash
+        f"FILE://{base}/..\\..\\etc\\passwd",
+        f"file:{base}/..\\..\\etc\\passwd",
+        f"file:\\\\{base}/..\\..\\etc\\passwd",
+        f"file://{base}/%2e%2e/%2E%2e/etc/passwd",  # and %2e as a dot
+        f"file://{base}/.%2e/%2e./etc/passwd",
+        f"file://{base}/%5c..%5c..%5cetc%5cpasswd",
+        f"file://{base}/..%2f..%2fetc%2fpasswd",
+        f"file://localhost{base}/../../etc/passwd",
+        f"file://{base}/.\t./.\n./etc/passwd",  # and drops tabs and newlines
+        f"file://{base}/miniwob/../../../etc/passwd",
+        f"file://{base}x/../etc/passwd",
+        f"file://{base}/",
+        f"file://evil.example{base}/miniwob/click-button.html",
+    ]
+    for url in bypasses:
+        with pytest.raises(InvalidParams, match="MiniWoB folder"):
+            sb.call("goto", {"url": url})
+        assert "root:" not in (sb.observe(a11y=True).dom or ""), url
+    # The MiniWoB pages themselves still load, in their usual forms.
+    page = f"{base}/miniwob/click-button.html"
+    for url in (f"file://{page}", f"file://localhost{page}", f"FILE://{page}?x=1#top"):
+        nav = sb.call("goto", {"url": url})
+        assert nav["error"] is None and nav["url"].startswith(f"file://{page}"), nav
+        assert "Click" in (sb.observe(a11y=True).dom or ""), url
+    started = sb.call("miniwob_start", {"task": "click-button", "seed": 1})
+    assert started["url"] == f"file://{page}" and started["utterance"]
+
+
 def test_no_shell_and_files_in_the_downloads_folder(sb: BrowserProvider) -> None:
     with pytest.raises(OperationUnsupported, match="no shell"):
         sb.exec("ls")

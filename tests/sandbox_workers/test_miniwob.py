@@ -40,6 +40,35 @@ def test_tasks_are_discovered_from_the_package() -> None:
             miniwob.task_path(bad)
 
 
+def test_file_urls_pass_only_as_plain_paths_inside_the_folder(tmp_path: Path) -> None:
+    html = tmp_path / "html"
+    (html / "miniwob").mkdir(parents=True)
+    (html / "miniwob" / "task.html").write_text("<p>task</p>")
+    (html / "miniwob" / "escape.html").symlink_to("/etc/passwd")
+    (html / "linked").symlink_to("/etc")
+
+    def ok(url: str) -> str:
+        return miniwob.allowed_file_url(url, base="/opt/miniwob", host_dir=html)
+
+    page = "file:///opt/miniwob/miniwob/task.html"
+    assert ok(page) == page
+    assert ok("File://LocalHost/opt/miniwob/miniwob/task.html?a=%2e#x") == page + "?a=%2e#x"
+    for url in ("file:///opt/miniwob/miniwob/escape.html", "file:///opt/miniwob/linked/passwd"):
+        with pytest.raises(miniwob.MiniWobError, match="symlink"):
+            ok(url)
+    for url in (
+        "file:///opt/miniwob/./miniwob/task.html",
+        "file:///opt/miniwob//miniwob/task.html",
+        "file:///opt/miniwob/miniwob/task.html\x00",
+        "file:///opt/miniwob/mini%77ob/task.html",
+        "file:///opt/miniwob/.hidden",
+        "file:///opt/miniwob",
+        "http:///opt/miniwob/miniwob/task.html",
+    ):
+        with pytest.raises(miniwob.MiniWobError, match="plain paths"):
+            ok(url)
+
+
 def test_fields_and_success_follow_the_package() -> None:
     assert miniwob.extract_fields("click-button", 'Click on the "Ok" button.') == {"target": "Ok"}
     assert miniwob.extract_fields("no-such-task", "whatever") == {}
