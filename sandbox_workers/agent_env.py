@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 from agent_core.actions import Action
 from agent_core.env import ExecOutput, Obs
-from sandbox_workers.base import ImageFormat, Observation, Provider, SandboxPathError
+from sandbox_workers.base import ImageFormat, Observation, Provider, SandboxPathError, perform
 from sandbox_workers.client import LeasedSandbox
 
 # The task platform a sandbox provider serves (android sandboxes take the mobile action space).
@@ -171,8 +172,12 @@ class SandboxEnv:
         if isinstance(self.target, LeasedSandbox):
             observation = self.target.act(action, fmt=self.fmt, a11y=self._tree, quality=self.quality)
             return self._with_elements(to_obs(observation))
-        self.target.act(action)
-        return self.observe()
+        # In process, as the host does it: an SDK action's result rides along, a refusal is ActionFailed.
+        result = perform(self.target, action)
+        obs = self.observe()
+        if result is not None:
+            obs = replace(obs, info={**obs.info, "result": result})
+        return obs
 
     def _with_elements(self, obs: Obs) -> Obs:
         if not self._elements:

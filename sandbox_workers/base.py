@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from agent_core.actions import Action
+from agent_core import actions as A
+from agent_core.actions import Action, ActionError
 from agent_core.env import ActionRejected
 from agent_core.env import EnvError as CoreEnvError
 
@@ -36,6 +37,12 @@ class EnvError(SandboxError, CoreEnvError):
 
 class ActionUnsupported(SandboxError, ActionRejected):
     """The provider cannot perform this action (a mobile action on a desktop, say)."""
+
+
+class ActionFailed(SandboxError, ActionRejected):
+    """The sandbox refused an agent's action for a reason of the action's own (a path outside the
+    workspace or not there, a NUL in a command, an unknown key, an operation the sandbox lacks): the
+    agent's invalid step, never an env error."""
 
 
 class OperationUnsupported(SandboxError):
@@ -220,6 +227,30 @@ class Provider(ABC):
     def cleanup(cls, *, root: Path, state: Mapping[str, Any]) -> None:
         """Kill whatever a lost sandbox left running (after a failed adopt)."""
         return
+
+
+def perform(provider: Provider, action: Action) -> dict[str, Any] | None:
+    """Carry out an agent's `action` on `provider`; an SDK action's result (terminal: exit code and
+    output; file_read: the content; file_write: bytes written), None for GUI input.
+
+    A refusal about the action itself is ActionFailed (an invalid step); EnvError passes as it is."""
+    try:
+        if isinstance(action, A.Terminal):
+            res = provider.exec(action.command, timeout=action.timeout)
+            return {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr,
+                    "timed_out": res.timed_out, "truncated": res.truncated}  # fmt: skip
+        if isinstance(action, A.FileRead):
+            return {"content": provider.get_file(action.path).decode("utf-8", "replace")}
+        if isinstance(action, A.FileWrite):
+            data = action.content.encode()
+            provider.put_file(action.path, data)
+            return {"written": len(data)}
+        provider.act(action)
+        return None
+    except (EnvError, ActionRejected):
+        raise
+    except (SandboxError, ActionError) as exc:
+        raise ActionFailed(f"{action.kind}: {exc}") from exc
 
 
 PROVIDERS: dict[str, type[Provider]] = {}

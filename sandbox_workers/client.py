@@ -6,7 +6,8 @@
         sandbox.exec("ls -la")
 
 Errors come back typed: `EnvError` (the sandbox failed: record the episode as env_error),
-`SandboxUnavailable`, `LeaseNotFound`, `ActionUnsupported`, `SandboxPathError`, `SandboxError`.
+`SandboxUnavailable`, `LeaseNotFound`, `ActionUnsupported` / `ActionFailed` (an agent's action refused:
+an invalid step), `SandboxPathError`, `SandboxError`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import httpx
 
 from agent_core.actions import Action, action_to_dict
 from sandbox_workers.base import (
+    ActionFailed,
     ActionUnsupported,
     EnvError,
     ExecResult,
@@ -49,6 +51,7 @@ ERROR_TYPES: dict[str, type[SandboxError]] = {
     "sandbox_unavailable": SandboxUnavailable,
     "bad_path": SandboxPathError,
     "action_unsupported": ActionUnsupported,
+    "action_failed": ActionFailed,
     "operation_unsupported": OperationUnsupported,
     "unauthorized": HostAuthError,
 }

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from sandbox_workers.base import EnvError, ExecResult, Profile, SandboxPathError
+from sandbox_workers.base import EnvError, ExecResult, Profile, SandboxError, SandboxPathError
 
 log = logging.getLogger(__name__)
 
@@ -535,6 +535,9 @@ def spawn(
 
     `join`: host pid of a `start_netns_holder` process whose network (and ipc) namespace to share.
     """
+    if any("\x00" in arg for arg in argv):
+        # exec() cannot take one: refused as the caller's mistake, not a failure of the sandbox.
+        raise SandboxError(f"a command cannot hold a NUL character: {list(argv)!r}"[:300])
     join_fds: tuple[int, int, int] | None = None
     opened: list[int] = []
     try:
@@ -753,6 +756,9 @@ def collect_output(
 def workspace_parts(path: str) -> list[str]:
     """A sandbox path (relative to $HOME, or absolute under /home/user) as components relative to the
     workspace; SandboxPathError if it leaves it ("..", another absolute path) or names it itself."""
+    if "\x00" in path:
+        # The kernel cannot take one (Python raises ValueError, which would read as a sandbox failure).
+        raise SandboxPathError(f"{path!r}: a path cannot hold a NUL character")
     p = PurePosixPath(path)
     if p.is_absolute():
         try:

@@ -29,14 +29,16 @@ from typing import Any
 from aiohttp import http_exceptions as aiohttp_http_exceptions
 from aiohttp import web
 
-from agent_core.actions import ActionError, FileRead, FileWrite, Terminal, action_from_dict
+from agent_core.actions import ActionError, action_from_dict
 from sandbox_workers.base import (
+    ActionFailed,
     ActionUnsupported,
     EnvError,
     Observation,
     OperationUnsupported,
     SandboxError,
     SandboxPathError,
+    perform,
 )
 from sandbox_workers.heartbeat import heartbeat_forever
 from sandbox_workers.live import relay_screencast, relay_vnc
@@ -57,6 +59,7 @@ ERRORS: list[tuple[type[Exception], int, str]] = [
     (SandboxUnavailable, 503, "sandbox_unavailable"),
     (SandboxPathError, 400, "bad_path"),
     (ActionUnsupported, 422, "action_unsupported"),
+    (ActionFailed, 422, "action_failed"),
     (OperationUnsupported, 422, "operation_unsupported"),
     (ActionError, 400, "bad_action"),
     (SandboxError, 400, "sandbox_error"),
@@ -239,18 +242,7 @@ async def act(request: web.Request) -> web.Response:
 
     def step(p: Any) -> Observation:
         # SDK actions have a result of their own; it rides along in the observation's info.
-        result: dict[str, Any] | None = None
-        if isinstance(action, Terminal):
-            res = p.exec(action.command, timeout=action.timeout)
-            result = {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr,
-                      "timed_out": res.timed_out, "truncated": res.truncated}  # fmt: skip
-        elif isinstance(action, FileRead):
-            result = {"content": p.get_file(action.path).decode("utf-8", "replace")}
-        elif isinstance(action, FileWrite):
-            p.put_file(action.path, action.content.encode())
-            result = {"written": len(action.content.encode())}
-        else:
-            p.act(action)
+        result = perform(p, action)
         obs: Observation = p.observe(**args)
         if result is not None:
             obs = dataclasses.replace(obs, info={**obs.info, "result": result})

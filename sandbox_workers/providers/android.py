@@ -256,6 +256,9 @@ class AndroidProvider(Provider):
         so a command that runs past its timeout can be killed with its children: adbd only sends SIGHUP
         to the shell when we hang up, which leaves a `sleep` or a loop it started running.
         """
+        if "\x00" in command:
+            # adbd reads the command as a C string: a NUL would cut it short, silently.
+            raise SandboxError(f"a command cannot hold a NUL character: {command[:200]!r}")
         script = f"echo {_PID_MARK.decode()}$$\n{command}" if track else command
         res = _Out(started=time.monotonic())
         deadline = res.started + timeout

@@ -22,12 +22,14 @@ from PIL import Image
 
 from agent_core import actions as A
 from sandbox_workers.base import (
+    ActionFailed,
     ActionUnsupported,
     EnvError,
     OperationUnsupported,
     Profile,
     SandboxError,
     SandboxPathError,
+    perform,
     provider_class,
 )
 from sandbox_workers.providers.android import AndroidProvider, decode_raw_screencap, input_text_chunks
@@ -394,6 +396,20 @@ def test_exec_returns_code_and_separate_streams(android: AndroidProvider, device
     assert android.exec(["echo", "a b;c", "$HOME"]).stdout == "a b;c $HOME\n"
     android.exec("sleep 0.2")
     assert b"\x04\x00\x00\x00\x00" in device.stdin  # stdin closed: a command reading it gets EOF, not a hang
+
+
+def test_a_nul_in_a_command_is_refused_before_it_reaches_adb(
+    android: AndroidProvider, device: FakeDevice
+) -> None:
+    sent = len(device.history)
+    for command in ("echo a\x00; rm -rf /sdcard", ["echo", "a\x00b"]):
+        with pytest.raises(SandboxError, match="NUL") as err:
+            android.exec(command)
+        assert not isinstance(err.value, EnvError)
+    with pytest.raises(ActionFailed, match="NUL"):
+        perform(android, A.Terminal(command="echo \x00"))
+    assert len(device.history) == sent
+    assert android.exec("echo ok").stdout == "ok\n"
 
 
 def test_exec_timeout_kills_the_command(android: AndroidProvider, device: FakeDevice) -> None:

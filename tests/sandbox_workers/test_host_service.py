@@ -15,11 +15,16 @@ import httpx
 import pytest
 from PIL import Image, ImageChops
 
+from agent_core import actions as A
 from agent_core.actions import Click, Terminal, Type
+from agent_core.agent import AgentConfig, run_episode
+from agent_core.policies.base import Policy, PolicyInput, PolicyOutput
+from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import EnvError, SandboxError, SandboxPathError
 from sandbox_workers.client import HostAuthError, HostClient
 from sandbox_workers.host import MAX_UPLOAD
 from sandbox_workers.pool import LeaseBroken, LeaseNotFound
+from tests.agent_core.fakes import prepared
 from tests.procs import is_alive as alive
 from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc, host_process
@@ -129,8 +134,8 @@ def test_uploads_over_the_limit_cut_short_or_corrupt_are_refused_and_change_noth
         blob = sb.snapshot()
         sb.put_file("kept.txt", b"after the snapshot")
         # Declared too large: refused before a byte is read.
-        answer = _raw_request(host.url, f"PUT {files}big.bin HTTP/1.1\r\nHost: x\r\n"
-                              f"Content-Length: {MAX_UPLOAD + 1}\r\n".encode(), b"", half_close=False)  # fmt: skip
+        head = f"PUT {files}big.bin HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_UPLOAD + 1}\r\n".encode()
+        answer = _raw_request(host.url, head, b"", half_close=False)
         assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
         # Too large, in chunks (no Content-Length to look at).
         chunk = b"x" * (1 << 20)
@@ -154,6 +159,59 @@ def test_uploads_over_the_limit_cut_short_or_corrupt_are_refused_and_change_noth
         assert sb.get_file("kept.txt") == b"after the snapshot"
         sb.restore(blob)
         assert sb.get_file("kept.txt") == b"before"
+
+
+class Scripted(Policy):
+    """Plays the given actions in turn, then finished()."""
+
+    wants_messages = False
+
+    def __init__(self, actions: list[A.Action]) -> None:
+        self.actions = list(actions)
+
+    def act(self, inp: PolicyInput) -> PolicyOutput:
+        action = self.actions.pop(0) if self.actions else A.Finished()
+        return PolicyOutput(actions=(action,), thought="scripted")
+
+
+def test_a_nul_in_a_path_or_command_is_refused_and_the_sandbox_stays_usable(host, client):
+    with client.acquire("desktop", holder="test:nul", ttl_s=120, wait_s=30) as sb:
+        for refused in (lambda: sb.get_file("a\x00b"), lambda: sb.put_file("notes/a\x00b", b"x")):
+            with pytest.raises(SandboxPathError, match="NUL"):
+                refused()
+        for command in ("echo a\x00b", ["echo", "a\x00b"]):
+            with pytest.raises(SandboxError, match="NUL") as err:
+                sb.exec(command)
+            assert not isinstance(err.value, EnvError)
+        with pytest.raises(SandboxError, match="NUL") as err:
+            sb.call("launch", app="xterm", args=["-T", "a\x00b"])
+        assert not isinstance(err.value, EnvError)
+        assert sb.exec("echo still-here").stdout == "still-here\n"
+
+
+def test_an_agents_bad_file_or_shell_action_is_an_invalid_step_never_an_env_error(host, client):
+    with client.acquire("desktop", holder="test:agent-bad", ttl_s=120, wait_s=30) as sb:
+        bad = [
+            A.FileRead(path="notes\x00.txt"),
+            A.FileWrite(path="a\x00b", content="x"),
+            A.Terminal(command="echo \x00"),
+            A.FileRead(path="no-such-file.txt"),
+            A.FileRead(path="../../etc/passwd"),
+            A.Press(key="no-such-key"),
+        ]
+        good = [A.FileWrite(path="out.txt", content="hi"), A.Terminal(command="cat out.txt")]
+        out = run_episode(
+            SandboxEnv(sb, platform="desktop"),
+            Scripted(bad + good),
+            prepared(),
+            config=AgentConfig(max_consecutive_invalid=len(bad) + 1),
+        )
+        invalid = [bool(s.invalid_reason) for s in out.steps]
+        assert invalid == [True] * len(bad) + [False] * (len(good) + 1)
+        assert all("rejected" in s.invalid_reason for s in out.steps[: len(bad)]), out.steps
+        assert out.steps[len(bad) + 1].info["result"]["stdout"] == "hi"
+        assert out.stop_reason == "finished" and out.reward == 1.0
+        assert sb.exec("echo still-here").stdout == "still-here\n"
 
 
 def test_vnc_stream_and_screencast_over_websockets(host, client):
