@@ -14,6 +14,17 @@ class Platform(models.TextChoices):
     ANDROID = "android", "Android"
 
 
+class VerificationStatus(models.TextChoices):
+    """Where a task's publication check stands (`Task.verification["status"]`)."""
+
+    UNCHECKED = "unchecked", "never checked"
+    QUEUED = "queued", "check queued"
+    RUNNING = "running", "checking"
+    WAITING = "waiting", "waiting for a sandbox"
+    PASSED = "passed", "passed"
+    FAILED = "failed", "failed"
+
+
 TASK_SLUG = RegexValidator(
     r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*$",
     "Use lowercase letters, digits, '-', '_', '.', in '/'-separated parts (e.g. miniwob/click-button).",
@@ -86,6 +97,29 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    @property
+    def verification_status(self) -> str:
+        """A VerificationStatus value (checks recorded before statuses existed: from their verdict)."""
+        data = self.verification or {}
+        if "status" in data:
+            return str(data["status"])
+        if "ok" in data:
+            return VerificationStatus.PASSED if data["ok"] else VerificationStatus.FAILED
+        return VerificationStatus.UNCHECKED
+
+    @property
+    def verification_label(self) -> str:
+        status = self.verification_status
+        return VerificationStatus(status).label if status in VerificationStatus.values else status
+
+    @property
+    def verification_reason(self) -> str:
+        """Why the last check failed, or why it is waiting ("" when there is nothing to say)."""
+        data = self.verification or {}
+        if "reason" in data:
+            return str(data["reason"])
+        return "; ".join(map(str, data.get("errors", [])))
 
     @property
     def success_rate(self) -> float | None:

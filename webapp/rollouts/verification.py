@@ -1,5 +1,12 @@
 """Publication check: a task is published only when its oracle scores 1 and doing nothing scores 0,
-on every one of several runs (so a flaky checker or oracle never gets published)."""
+on every one of several runs (so a flaky checker or oracle never gets published).
+
+A check that cannot get a sandbox (the pool still warming, the host not registered yet or not
+answering) has not happened: it is never recorded as a failure. The task keeps its publication, its
+`verification` says it is waiting and why, and the Celery task tries again later (`task_verify_run`).
+
+`Task.verification["status"]`: queued → running → passed | failed, or waiting (no sandbox; retried).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import logging
 import time
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from agent_core.agent import run_episode
@@ -18,15 +26,27 @@ from agent_core.tasks.runner import prepare
 from agent_core.tasks.spec import TaskSpecError, parse_task
 from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import SandboxError
-from webapp.catalog.models import Task
-from webapp.sandboxes.services import lease_end, sandbox_lease
+from sandbox_workers.client import HostUnreachable
+from sandbox_workers.pool import SandboxUnavailable as HostSandboxUnavailable
+from webapp.catalog.models import Task, VerificationStatus
+from webapp.sandboxes.services import SandboxUnavailable, lease_end, sandbox_lease
 
 log = logging.getLogger(__name__)
+
+# What keeps a check from happening at all: no sandbox to lease, or no host answering.
+INFRASTRUCTURE_ERRORS = (SandboxUnavailable, HostSandboxUnavailable, HostUnreachable)
+
+
+class VerificationDeferred(Exception):
+    """The check could not run for want of a sandbox; it says nothing about the task."""
 
 
 def task_verify(*, task: Task, runs: int = 2, wait_s: float = 120) -> dict[str, Any]:
     """Run the task's oracle and the do-nothing policy `runs` times each on real sandboxes; publish
-    the task when every oracle run scores 1 and every do-nothing run 0, unpublish it otherwise."""
+    the task when every oracle run scores 1 and every do-nothing run 0, unpublish it otherwise.
+
+    Raises VerificationDeferred (having marked the task waiting, its publication unchanged) when no
+    sandbox could be had."""
     t0 = time.monotonic()
     result: dict[str, Any] = {
         "oracle": [],
@@ -43,6 +63,7 @@ def task_verify(*, task: Task, runs: int = 2, wait_s: float = 120) -> dict[str, 
     if oracle not in oracle_names():
         result["errors"].append(f"no oracle named {oracle!r}")
         return _save(task, result, ok=False)
+    _set_status(task, VerificationStatus.RUNNING, reason="")
     for run in range(runs):
         for name in ("oracle", "noop"):
             seed = 1000 + run
@@ -55,6 +76,11 @@ def task_verify(*, task: Task, runs: int = 2, wait_s: float = 120) -> dict[str, 
                 prepared = prepare(spec, env, seed=seed)
                 outcome = run_episode(env, make_policy(name), prepared)
                 result[name].append(outcome.reward)
+            except INFRASTRUCTURE_ERRORS as exc:
+                reason = f"no sandbox to check it on ({name} run {run + 1}): {exc}"
+                _set_status(task, VerificationStatus.WAITING, reason=reason)
+                log.info("verifying %s deferred: %s", task.slug, reason)
+                raise VerificationDeferred(reason) from exc
             except (EnvError, SandboxError, PolicyError) as exc:
                 result["errors"].append(f"{name} run {run + 1}: {exc}")
             finally:
@@ -72,8 +98,49 @@ def task_verify(*, task: Task, runs: int = 2, wait_s: float = 120) -> dict[str, 
     return _save(task, result, ok=ok)
 
 
+def _failure_reason(result: dict[str, Any]) -> str:
+    if result["errors"]:
+        return "; ".join(result["errors"])
+    reasons = []
+    if not all(r == 1.0 for r in result["oracle"]):
+        reasons.append(f"the oracle scored {result['oracle']} (it must score 1 on every run)")
+    if not all(r == 0.0 for r in result["noop"]):
+        reasons.append(f"doing nothing scored {result['noop']} (it must score 0 on every run)")
+    return "; ".join(reasons)
+
+
 def _save(task: Task, result: dict[str, Any], *, ok: bool) -> dict[str, Any]:
     result["ok"] = ok
+    result["status"] = VerificationStatus.PASSED if ok else VerificationStatus.FAILED
+    result["reason"] = "" if ok else _failure_reason(result)
     Task.objects.filter(pk=task.pk).update(verification=result, is_published=ok)
     task.refresh_from_db()
     return result
+
+
+def _set_status(task: Task, status: str, *, reason: str) -> None:
+    """Record where a check stands, keeping the last verdict's rewards (and the publication) as they are."""
+    with transaction.atomic():
+        row = Task.objects.select_for_update().only("verification").get(pk=task.pk)
+        verification = {**(row.verification or {}), "status": status, "reason": reason}
+        verification["updated_at"] = timezone.now().isoformat()
+        Task.objects.filter(pk=task.pk).update(verification=verification)
+    task.refresh_from_db(fields=["verification"])
+
+
+def verification_gave_up(*, task: Task, tries: int) -> None:
+    """The retries ran out with no sandbox: the task stays waiting, and says how to try again."""
+    reason = (task.verification or {}).get("reason", "no sandbox")
+    _set_status(
+        task,
+        VerificationStatus.WAITING,
+        reason=f"{reason} — gave up after {tries} tries; re-check it once sandboxes are up",
+    )
+
+
+def verification_request(*, task: Task, runs: int = 2) -> None:
+    """Queue a check of `task` on the rollout workers (the Tasks page's *Re-check*, `tasks_verify`)."""
+    from webapp.rollouts.tasks import task_verify_run
+
+    _set_status(task, VerificationStatus.QUEUED, reason="")
+    transaction.on_commit(lambda: task_verify_run.delay(task.pk, runs))

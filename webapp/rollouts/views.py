@@ -7,14 +7,17 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from webapp.accounts.access import page_requires
-from webapp.catalog.models import TaskSuite
+from webapp.catalog.models import Task, TaskSuite
 from webapp.episodes.models import Episode
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.selectors import batch_progress, batch_task_table, batches_for
 from webapp.rollouts.services import RolloutError, batch_cancel, batch_create
+from webapp.rollouts.verification import verification_request
 from webapp.training.models import PolicyVersion
 
 
@@ -97,6 +100,19 @@ def batch_detail(request: HttpRequest, pk: int) -> HttpResponse:
             response.status_code = 286  # htmx: stop polling
         return response
     return render(request, "rollouts/batch_detail.html", context)
+
+
+@require_POST
+@page_requires("catalog.change_task")
+def task_recheck(request: HttpRequest, task_id: int) -> HttpResponse:
+    """Check a task's oracle and do-nothing runs again (the Tasks page's *Re-check*), on the workers."""
+    task = get_object_or_404(Task, pk=task_id)
+    verification_request(task=task)
+    messages.success(request, f"Checking {task.slug} again on the rollout workers.")
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("catalog:task_detail", args=[task.pk])
+    return redirect(target)
 
 
 @require_POST

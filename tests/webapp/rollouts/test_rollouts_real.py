@@ -18,16 +18,17 @@ import pytest
 from django.core.files.storage import default_storage
 from django.test import override_settings
 
+from agent_core.suites.miniwob import task_doc
 from tests.procs import BIN, child_db_env, process, wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
 from webapp.catalog.models import Task
-from webapp.catalog.services import suite_get_or_create, suite_load
+from webapp.catalog.services import suite_get_or_create, suite_load, task_create
 from webapp.celery import app
 from webapp.episodes.models import Episode, Step
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.selectors import batch_progress
 from webapp.rollouts.services import batch_create, rollouts_reap
-from webapp.rollouts.verification import task_verify
+from webapp.rollouts.verification import task_verify, verification_request
 from webapp.sandboxes.models import Sandbox
 from webapp.training.models import PolicyVersion
 
@@ -172,3 +173,25 @@ def test_worker_killed_mid_episode_is_rerun_elsewhere_and_counted_once(host, per
     assert (progress.total, progress.finished, progress.successes) == (1, 1, 1)
     # The dead worker's episode can never be finished late: it is no longer running.
     assert rollouts_reap() == {"reaped": 0, "requeued": 0}
+
+
+def test_a_check_started_before_any_host_is_up_waits_for_one_and_passes(live_server, tmp_path):
+    # The first start of `make run`: checks are enqueued while the host is still warming its pools.
+    task = task_create(slug="miniwob/click-button", title="MiniWoB++ click-button",
+                       instruction="{{start.utterance}}", platform="browser", env_profile="browser",
+                       spec=task_doc("click-button", oracle=True))  # fmt: skip
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN), rollout_worker(tmp_path, concurrency=1):
+        verification_request(task=task, runs=1)
+        status = lambda: Task.objects.get(pk=task.pk).verification_status  # noqa: E731
+        until(lambda: status() == "waiting", "the check to find no host")
+        task.refresh_from_db()
+        assert "no live host serves this profile" in task.verification_reason and not task.is_published
+        host = HostProc(name="late-host", var=tmp_path, profiles={"browser": PROFILES["browser"]},
+                        web_url=live_server.url, slot_base=130)  # fmt: skip
+        host.start()
+        try:
+            until(lambda: status() == "passed", "the retried check")
+        finally:
+            host.stop()
+    task.refresh_from_db()
+    assert task.is_published and task.verification["oracle"] == [1.0] and task.verification["noop"] == [0.0]

@@ -1,0 +1,103 @@
+"""The publication check: no sandbox is not a failed check; the reason of a check is on the Tasks pages,
+and a permitted user re-checks from there.
+
+The sandbox lease is faked at one boundary here; tests/webapp/rollouts/test_rollouts_real.py checks a
+task through a real worker whose host only comes up after the check started.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from agent_core.suites.miniwob import task_doc
+from tests.factories import make_task
+from webapp.catalog.models import Task
+from webapp.rollouts import tasks as rollout_tasks
+from webapp.rollouts import verification
+from webapp.rollouts.verification import VerificationDeferred, task_verify
+from webapp.sandboxes.services import SandboxUnavailable
+
+pytestmark = pytest.mark.django_db
+
+
+def miniwob_task(**spec: object) -> Task:
+    doc = {**task_doc("click-button", oracle=True), **spec}
+    return make_task(slug=doc["id"], spec=doc, platform="browser", env_profile="browser")
+
+
+@pytest.fixture
+def no_sandbox(monkeypatch):
+    """Every lease fails the way it does while the pool warms on the first start."""
+    tries: list[str] = []
+
+    def lease(*, profile, holder, **kwargs):
+        tries.append(holder)
+        raise SandboxUnavailable(f"no '{profile}' sandbox available: no live host serves this profile")
+
+    monkeypatch.setattr(verification, "sandbox_lease", lease)
+    return tries
+
+
+def test_no_sandbox_is_not_a_failed_check(no_sandbox):
+    task = miniwob_task()
+    with pytest.raises(VerificationDeferred, match="no live host serves this profile"):
+        task_verify(task=task, runs=2)
+    task.refresh_from_db()
+    assert task.verification_status == "waiting" and not task.is_published
+    assert "no live host serves this profile" in task.verification_reason
+    # A published task that cannot be re-checked for want of a sandbox stays published.
+    Task.objects.filter(pk=task.pk).update(is_published=True)
+    with pytest.raises(VerificationDeferred):
+        task_verify(task=task, runs=1)
+    task.refresh_from_db()
+    assert task.is_published and task.verification_status == "waiting"
+
+
+def test_the_worker_retries_a_check_with_no_sandbox_then_says_it_gave_up(no_sandbox):
+    task = miniwob_task()
+    # Run eagerly, Celery re-runs the task at once on each retry instead of after its countdown.
+    result = rollout_tasks.task_verify_run.apply(args=(task.pk, 1)).get()
+    assert len(no_sandbox) == rollout_tasks.VERIFY_RETRIES + 1
+    assert result["status"] == "waiting"
+    task.refresh_from_db()
+    assert task.verification_status == "waiting" and not task.is_published
+    assert "gave up after 9 tries" in task.verification_reason
+
+
+def test_a_failed_check_says_why():
+    task = miniwob_task(oracle="no-such-oracle")
+    result = task_verify(task=task, runs=1)
+    assert result["status"] == "failed" and result["reason"] == "no oracle named 'no-such-oracle'"
+    task.refresh_from_db()
+    assert task.verification_status == "failed" and not task.is_published
+
+
+def test_tasks_pages_show_why_a_check_failed_and_permitted_users_recheck(
+    client_for, monkeypatch, django_capture_on_commit_callbacks
+):
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(rollout_tasks.task_verify_run, "delay", lambda *a: sent.append(a))
+    task = miniwob_task()
+    task.verification = {
+        "status": "waiting",
+        "reason": "no sandbox to check it on (oracle run 1): no 'browser' sandbox available",
+    }
+    task.save()
+    for page in (reverse("catalog:task_list"), reverse("catalog:task_detail", args=[task.pk])):
+        annotator = client_for("annotator").get(page).content.decode()
+        assert "waiting for a sandbox" in annotator
+        assert "no &#x27;browser&#x27; sandbox available" in annotator
+        assert 'data-testid="recheck"' not in annotator
+        assert 'data-testid="recheck"' in client_for("researcher").get(page).content.decode()
+    recheck = reverse("rollouts:task_recheck", args=[task.pk])
+    assert client_for("annotator").post(recheck).status_code == 403 and sent == []
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = client_for("researcher").post(recheck, {"next": reverse("catalog:task_list") + "?published=0"})
+    assert resp.status_code == 302 and resp["Location"] == reverse("catalog:task_list") + "?published=0"
+    assert sent == [(task.pk, 2)]
+    task.refresh_from_db()
+    assert task.verification_status == "queued" and task.verification_reason == ""
+    # Somewhere else is not where a re-check sends anyone.
+    resp = client_for("researcher").post(recheck, {"next": "https://evil.example/"})
+    assert resp["Location"] == reverse("catalog:task_detail", args=[task.pk])
