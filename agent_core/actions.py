@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal
 ScrollDirection = Literal["up", "down", "left", "right"]
 MouseButton = Literal["left", "right", "middle"]
 SCROLL_DIRECTIONS: tuple[str, ...] = ("up", "down", "left", "right")
+MAX_TERMINAL_TIMEOUT_S = 3600.0
 
 
 class ActionError(ValueError):
@@ -237,6 +238,14 @@ class Terminal(Action):
     kind: ClassVar[str] = "terminal"
     command: str
     timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # The sandbox's worker waits this long: an agent must not hold it for hours (the host's own
+        # exec API has the same bound).
+        t = self.timeout
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= MAX_TERMINAL_TIMEOUT_S:
+            raise ActionError(f"terminal.timeout must be a number in [0, {MAX_TERMINAL_TIMEOUT_S:g}] seconds")
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,10 @@ def test_type_with_a_trailing_newline_submits():
         ({"type": "scroll", "x": 1, "y": 2, "direction": "sideways"}, "scroll.direction must be one of"),
         ({"type": "hotkey", "keys": []}, "hotkey.keys must be a non-empty list"),
         ({"type": "wait", "seconds": 999}, "wait.seconds must be a number in [0, 60]"),
+        ({"type": "terminal", "command": "sleep 9", "timeout": 1e9}, "terminal.timeout must be a number in"),
+        ({"type": "terminal", "command": "ls", "timeout": -1}, "terminal.timeout must be a number in"),
+        ({"type": "terminal", "command": "ls", "timeout": float("nan")}, "terminal.timeout must be a number"),
+        ({"type": "terminal", "command": "ls", "timeout": "30"}, "terminal.timeout must be a number in"),
         (["click", 1, 2], "an action must be an object"),
     ],
 )
