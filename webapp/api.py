@@ -17,7 +17,7 @@ __all__ = ["ErrorOut", "api", "require_perm"]
 api = NinjaAPI(
     title="GUI-agent flywheel API",
     version="1",
-    description="Tasks, episodes with their steps, datasets and training runs. "
+    description="Tasks, rollout batches, episodes with their steps, datasets and training runs. "
     "Authenticate with `Authorization: Bearer <token>` (create one on the API tokens page).",
     auth=[BearerToken(), SessionCookie()],
     urls_namespace="api",
@@ -67,11 +67,13 @@ from webapp.catalog.api import router as catalog_router  # noqa: E402
 from webapp.dashboards.api import router as dashboards_router  # noqa: E402
 from webapp.datasets.api import router as datasets_router  # noqa: E402
 from webapp.episodes.api import router as episodes_router  # noqa: E402
+from webapp.rollouts.api import router as rollouts_router  # noqa: E402
 from webapp.sandboxes.api import router as sandboxes_router  # noqa: E402
 from webapp.training.api import router as training_router  # noqa: E402
 
 api.add_router("", catalog_router)
 api.add_router("", episodes_router)
+api.add_router("", rollouts_router)
 api.add_router("", datasets_router)
 api.add_router("", training_router)
 api.add_router("", sandboxes_router)

@@ -8,7 +8,8 @@ from django.db.models import Q
 
 
 class RolloutBatch(models.Model):
-    """A researcher's request: run `policy` on every published task of `suite`, N times each."""
+    """A researcher's request: run `policy` on published tasks of `suite` (all, or a chosen few), once
+    per seed (0 … N-1, or the seeds asked for)."""
 
     class Status(models.TextChoices):
         RUNNING = "running"
@@ -21,6 +22,9 @@ class RolloutBatch(models.Model):
         "training.PolicyVersion", on_delete=models.PROTECT, related_name="rollout_batches"
     )
     episodes_per_task = models.PositiveIntegerField(default=1)
+    seeds = models.JSONField(
+        default=list, blank=True, help_text="The seeds each task runs with, one episode per seed"
+    )
     concurrency = models.PositiveIntegerField(default=4, help_text="Episodes in flight at once")
     max_attempts = models.PositiveSmallIntegerField(
         default=3, help_text="An episode that hits an env_error is re-run up to this many times in all"
@@ -43,3 +47,14 @@ class RolloutBatch(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def seeds_label(self) -> str:
+        """The seeds in short: runs of consecutive seeds as ranges ("0–9, 20")."""
+        runs: list[list[int]] = []
+        for seed in self.seeds or []:
+            if runs and seed == runs[-1][-1] + 1:
+                runs[-1].append(seed)
+            else:
+                runs.append([seed])
+        return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)

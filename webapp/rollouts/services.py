@@ -10,7 +10,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -49,7 +49,15 @@ AGENT_CONFIG_FIELDS = ("history_images", "max_consecutive_invalid", "episodic_k"
 
 
 class RolloutError(ValueError):
-    """A rollout batch cannot be launched as asked; the message says why."""
+    """A rollout batch cannot be launched as asked; the message says why, `field` what was at fault."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.field = message, field
+
+
+MAX_SEEDS = 1000
+MAX_SEED = 2**63 - 1  # Episode.seed is a 64-bit integer
 
 
 # --- batches -----------------------------------------------------------------------------------
@@ -59,40 +67,57 @@ def batch_create(
     *,
     suite: TaskSuite,
     policy_version: PolicyVersion,
-    episodes_per_task: int,
     concurrency: int,
     created_by: AbstractBaseUser,
+    episodes_per_task: int | None = None,
+    seeds: Sequence[int] | None = None,
     name: str = "",
     tasks: Iterable[Task] | None = None,
     config: dict[str, Any] | None = None,
 ) -> RolloutBatch:
-    """A batch of `episodes_per_task` episodes per published task of `suite`, started at once."""
-    if not 1 <= episodes_per_task <= 1000:
-        raise RolloutError("episodes per task must be between 1 and 1000")
+    """A batch over `tasks` (default: every published task of `suite`), one episode per task and seed,
+    started at once. The seeds are `seeds`, or 0 … `episodes_per_task` - 1."""
+    if seeds is None:
+        if episodes_per_task is None or not 1 <= episodes_per_task <= MAX_SEEDS:
+            raise RolloutError(
+                f"episodes per task must be between 1 and {MAX_SEEDS}", field="episodes_per_task"
+            )
+        seeds = range(episodes_per_task)
+    elif episodes_per_task is not None and episodes_per_task != len(seeds):
+        raise RolloutError(f"{len(seeds)} seeds but {episodes_per_task} episodes per task", field="seeds")
+    seeds = seeds_checked(seeds)
     if not 1 <= concurrency <= 1000:
-        raise RolloutError("concurrency must be between 1 and 1000")
+        raise RolloutError("concurrency must be between 1 and 1000", field="concurrency")
     if not policy_version.is_active:
-        raise RolloutError(f"policy {policy_version.name} is not active")
+        raise RolloutError(f"policy {policy_version.name} is not active", field="policy")
     if policy_version.backend == PolicyVersion.Backend.HUMAN:
-        raise RolloutError("a human policy cannot run unattended rollouts; use a demonstration instead")
+        raise RolloutError(
+            "a human policy cannot run unattended rollouts; use a demonstration instead", field="policy"
+        )
     unknown = sorted(set(config or {}) - set(AGENT_CONFIG_FIELDS))
     if unknown:
         raise RolloutError(
-            f"unknown agent setting(s) {', '.join(unknown)}; valid: {', '.join(AGENT_CONFIG_FIELDS)}"
+            f"unknown agent setting(s) {', '.join(unknown)}; valid: {', '.join(AGENT_CONFIG_FIELDS)}",
+            field="config",
         )
     chosen = (
         list(tasks) if tasks is not None else list(suite.tasks.filter(is_published=True).order_by("slug"))
     )
     if not chosen:
-        raise RolloutError(f"suite {suite.slug} has no published tasks")
+        raise RolloutError(f"suite {suite.slug} has no published tasks", field="suite")
+    if outside := [t.slug for t in chosen if not t.suites.filter(pk=suite.pk).exists()]:
+        raise RolloutError(f"not in suite {suite.slug}: {', '.join(outside[:5])}", field="tasks")
     if unpublished := [t.slug for t in chosen if not t.is_published]:
-        raise RolloutError(f"not published (their oracle check has not passed): {', '.join(unpublished[:5])}")
+        raise RolloutError(
+            f"not published (their oracle check has not passed): {', '.join(unpublished[:5])}", field="tasks"
+        )
     with transaction.atomic():
         batch = RolloutBatch.objects.create(
             name=name or f"{policy_version.name} on {suite.slug}",
             suite=suite,
             policy_version=policy_version,
-            episodes_per_task=episodes_per_task,
+            episodes_per_task=len(seeds),
+            seeds=seeds,
             concurrency=concurrency,
             config=config or {},
             created_by=created_by,
@@ -106,11 +131,25 @@ def batch_create(
                 batch=batch,
             )
             for task in chosen
-            for seed in range(episodes_per_task)
+            for seed in seeds
         )
         transaction.on_commit(lambda: batch_advance(batch_id=batch.pk))
-    log.info("batch %s: %d tasks x %d episodes", batch.pk, len(chosen), episodes_per_task)
+    log.info("batch %s: %d tasks x %d seeds", batch.pk, len(chosen), len(seeds))
     return batch
+
+
+def seeds_checked(seeds: Iterable[int]) -> list[int]:
+    """The seeds as a list; RolloutError (field "seeds") for a bad one, a repeat, none or too many."""
+    checked: list[int] = []
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise RolloutError(f"seed {seed!r} is not a whole number from 0 to {MAX_SEED}", field="seeds")
+        if seed in checked:
+            raise RolloutError(f"seed {seed} is given twice", field="seeds")
+        checked.append(seed)
+    if not 1 <= len(checked) <= MAX_SEEDS:
+        raise RolloutError(f"give 1 to {MAX_SEEDS} seeds", field="seeds")
+    return checked
 
 
 def batch_advance(*, batch_id: int) -> int:

@@ -14,9 +14,10 @@ from django.views.decorators.http import require_GET, require_POST
 from webapp.accounts.access import page_requires
 from webapp.catalog.models import Task, TaskSuite
 from webapp.episodes.models import Episode
+from webapp.rollouts.launch import batch_seeds, seeds_parse, task_patterns_parse, tasks_matching
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.selectors import batch_progress, batch_task_table, batches_for
-from webapp.rollouts.services import RolloutError, batch_cancel, batch_create
+from webapp.rollouts.services import MAX_SEED, MAX_SEEDS, RolloutError, batch_cancel, batch_create
 from webapp.rollouts.verification import verification_request
 from webapp.training.models import PolicyVersion
 
@@ -26,7 +27,21 @@ class LaunchForm(forms.Form):
     policy = forms.ModelChoiceField(
         queryset=PolicyVersion.objects.filter(is_active=True).exclude(backend=PolicyVersion.Backend.HUMAN)
     )
-    episodes_per_task = forms.IntegerField(min_value=1, max_value=1000, initial=1)
+    tasks = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "every published task of the suite"}),
+        help_text="Only these tasks of the suite: slugs or patterns (miniwob/click-*), separated by commas, "
+        "spaces or lines",
+    )
+    episodes_per_task = forms.IntegerField(
+        min_value=1, max_value=MAX_SEEDS, initial=1, required=False, help_text="Seeds: the first seed and on"
+    )
+    first_seed = forms.IntegerField(min_value=0, max_value=MAX_SEED, initial=0, required=False)
+    seeds = forms.CharField(
+        required=False,
+        max_length=10000,
+        help_text="Or the seeds themselves, instead of the two above: 0, 3, 7 or ranges such as 100-109",
+    )
     concurrency = forms.IntegerField(min_value=1, max_value=1000, initial=4)
     history_images = forms.IntegerField(
         min_value=0, max_value=20, initial=3, help_text="Recent steps whose screenshots stay in the prompt"
@@ -60,18 +75,32 @@ def batch_launch(request: HttpRequest) -> HttpResponse:
             batch = batch_create(
                 suite=data["suite"],
                 policy_version=data["policy"],
-                episodes_per_task=data["episodes_per_task"],
+                tasks=tasks_matching(suite=data["suite"], patterns=task_patterns_parse(data["tasks"])),
+                seeds=_form_seeds(form),
                 concurrency=data["concurrency"],
                 created_by=request.user,
                 name=data["name"],
                 config={"history_images": data["history_images"]},
             )
         except RolloutError as exc:
-            form.add_error(None, str(exc))
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
             messages.success(request, f"Launched {batch.name}.")
             return redirect("rollouts:batch_detail", pk=batch.pk)
     return _list_page(request, form, status=400)
+
+
+def _form_seeds(form: LaunchForm) -> list[int]:
+    """The form's seeds: its list, or its count from its first seed (fields left as they were: None)."""
+    data = form.cleaned_data
+    given = seeds_parse(data["seeds"]) if data["seeds"].strip() else None
+    # Beside a seed list, a count or first seed left as the form had it is not a second answer.
+    kept = set() if given is None else {"episodes_per_task", "first_seed"} - set(form.changed_data)
+    return batch_seeds(
+        seeds=given,
+        episodes_per_task=None if "episodes_per_task" in kept else data["episodes_per_task"],
+        first_seed=None if "first_seed" in kept else data["first_seed"],
+    )
 
 
 def _list_page(request: HttpRequest, form: LaunchForm | None, *, status: int = 200) -> HttpResponse:

@@ -114,6 +114,10 @@ def test_batch_rules(suite, oracle_policy, personas, enqueued):
         batch_create(suite=suite, policy_version=human, episodes_per_task=1, concurrency=1,
                      created_by=personas.researcher)  # fmt: skip
     draft = make_task(slug="mini/draft", spec=SPEC)
+    with pytest.raises(RolloutError, match="not in suite mini: mini/draft"):
+        batch_create(suite=suite, policy_version=oracle_policy, episodes_per_task=1, concurrency=1,
+                     created_by=personas.researcher, tasks=[draft])  # fmt: skip
+    draft.suites.add(suite)
     with pytest.raises(RolloutError, match="not published"):
         batch_create(suite=suite, policy_version=oracle_policy, episodes_per_task=1, concurrency=1,
                      created_by=personas.researcher, tasks=[draft])  # fmt: skip
