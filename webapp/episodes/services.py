@@ -104,57 +104,87 @@ def step_record(
     # dangling reference and a retried one reuses the same file.
     screenshot_name = blob_store(screenshot_png, kind="screens", ext=screenshot_ext) if screenshot_png else ""
     a11y_name = blob_store(a11y_tree.encode(), kind="a11y", ext="txt") if a11y_tree else ""
-    with transaction.atomic():
-        index = _claim_step_index(episode.pk)
-        step = Step.objects.create(
-            episode_id=episode.pk,
-            index=index,
-            actor=actor,
-            screenshot=screenshot_name,
-            a11y_tree=a11y_name,
-            screen_width=screen_size[0] if screen_size else None,
-            screen_height=screen_size[1] if screen_size else None,
-            thought=thought,
-            action=action,
-            action_text=action_text,
-            proposed_action=proposed_action,
-            proposed_action_text=proposed_action_text,
-            proposed_thought=proposed_thought,
-            invalid_reason=invalid_reason,
-            raw_output=raw_output,
-            token_ids=token_ids,
-            logprobs=logprobs,
-            info=info or {},
-            observed_at=observed_at or timezone.now(),
-            acted_at=acted_at,
-            latency_ms=latency_ms,
-        )
-        # robust: a live-view outage is logged, never un-does or fails the persisted step.
-        transaction.on_commit(
-            lambda: broadcast(episode_group(episode.pk), "step.created", step_payload(step)), robust=True
-        )
+    step = Step(
+        episode_id=episode.pk,
+        index=0,  # claimed in the same write
+        actor=actor,
+        screenshot=screenshot_name,
+        a11y_tree=a11y_name,
+        screen_width=screen_size[0] if screen_size else None,
+        screen_height=screen_size[1] if screen_size else None,
+        thought=thought,
+        action=action,
+        action_text=action_text,
+        proposed_action=proposed_action,
+        proposed_action_text=proposed_action_text,
+        proposed_thought=proposed_thought,
+        invalid_reason=invalid_reason,
+        raw_output=raw_output,
+        token_ids=token_ids,
+        logprobs=logprobs,
+        info=info or {},
+        observed_at=observed_at or timezone.now(),
+        acted_at=acted_at,
+        latency_ms=latency_ms,
+    )
+    _step_insert(step)
+    # Committed already unless the caller holds a transaction; then it is sent when that commits.
+    # robust: a live-view outage is logged, never un-does or fails the persisted step.
+    transaction.on_commit(
+        lambda: broadcast(episode_group(episode.pk), "step.created", step_payload(step)), robust=True
+    )
     episode.num_steps = step.index + 1
     return step
 
 
-def _claim_step_index(episode_id: int) -> int:
-    """Take the next step index of a running episode, in one round trip.
+def _step_insert(step: Step) -> None:
+    """Insert `step` as the next step of its running episode, and mark the episode alive.
 
-    The UPDATE locks the episode row until the transaction ends (so concurrent writers of one
-    episode queue up, as with SELECT FOR UPDATE) and RETURNING gives the new count; a rolled-back
-    step gives its index back. PostgreSQL and SQLite >= 3.35 both support RETURNING.
+    One transaction, and one commit, per step: the episode row's UPDATE takes the next index (it locks
+    the row until the transaction ends, so concurrent writers of one episode queue up and a rolled-back
+    step gives its index back), moves `heartbeat_at` (a persisted step is the worker's sign of life:
+    no second write per step) and the INSERT stores the row. On PostgreSQL both are one statement sent
+    in one round trip (a data-modifying WITH), committed on its own; on SQLite, whose round trips are
+    calls within the process, they are two statements in one transaction.
     """
-    table = connection.ops.quote_name(Episode._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET num_steps = num_steps + 1 WHERE id = %s AND status = %s RETURNING num_steps",  # noqa: S608
-            [episode_id, Episode.Status.RUNNING],
-        )
-        row = cursor.fetchone()
+    now = timezone.now()
+    episode_table = connection.ops.quote_name(Episode._meta.db_table)
+    claim = (
+        f"UPDATE {episode_table} SET num_steps = num_steps + 1, heartbeat_at = %s "  # noqa: S608
+        f"WHERE id = %s AND status = %s RETURNING num_steps - 1"
+    )
+    claim_params: list[Any] = [
+        Episode._meta.get_field("heartbeat_at").get_db_prep_save(now, connection),
+        step.episode_id,
+        Episode.Status.RUNNING,
+    ]
+    fields = [f for f in Step._meta.local_concrete_fields if not f.primary_key and f.attname != "index"]
+    # As Model.save would prepare them (auto_now_add fills created_at on `step`, JSON is adapted).
+    values = [f.get_db_prep_save(f.pre_save(step, add=True), connection) for f in fields]
+    qn = connection.ops.quote_name
+    columns = ", ".join(qn(f.column) for f in [*fields, Step._meta.get_field("index")])
+    insert = f"INSERT INTO {qn(Step._meta.db_table)} ({columns})"
+    placeholders = ", ".join(["%s"] * len(fields))
+    returning = f"RETURNING {qn('id')}, {qn('index')}"
+    row: tuple[Any, ...] | None
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            sql = f"WITH claimed AS ({claim}) {insert} SELECT {placeholders}, claimed.* FROM claimed"  # noqa: S608
+            cursor.execute(f"{sql} {returning}", [*claim_params, *values])
+            row = cursor.fetchone()
+    else:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(claim, claim_params)
+            claimed = cursor.fetchone()
+            row = None
+            if claimed is not None:
+                cursor.execute(f"{insert} VALUES ({placeholders}, %s) {returning}", [*values, claimed[0]])
+                row = cursor.fetchone()
     if row is None:
-        status = Episode.objects.filter(pk=episode_id).values_list("status", flat=True).first()
-        raise EpisodeStateError(f"episode {episode_id} is {status or 'missing'}, not running")
-    return int(row[0]) - 1
+        status = Episode.objects.filter(pk=step.episode_id).values_list("status", flat=True).first()
+        raise EpisodeStateError(f"episode {step.episode_id} is {status or 'missing'}, not running")
+    step.pk, step.index = int(row[0]), int(row[1])
+    step._state.adding, step._state.db = False, connection.alias
 
 
 def episode_finish(

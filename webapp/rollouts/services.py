@@ -342,10 +342,7 @@ def _sink(episode: Episode) -> Callable[[StepRecord], None]:
             observed_at=_dt(step.observed_at),
             acted_at=_dt(step.acted_at) if step.acted_at else None,
             latency_ms=step.latency_ms,
-        )
-        Episode.objects.filter(pk=episode.pk, status=Episode.Status.RUNNING).update(
-            heartbeat_at=timezone.now()
-        )
+        )  # moves the episode's heartbeat too, in the same commit
 
     return on_step
 
