@@ -63,7 +63,10 @@ $PY manage.py seed_demo
 [ "$DEBUG" = 1 ] || $PY manage.py collectstatic --no-input -v0
 
 start web .venv/bin/daphne -b 127.0.0.1 -p "$PORT" webapp.asgi:application
-start worker-rollouts .venv/bin/celery -A webapp worker -Q rollouts,sandboxes,datasets -n "rollouts@%h" --concurrency 2 -l INFO
+# Agents and bulk work on one worker; people (a demonstration's sandbox) and short upkeep on another,
+# so a demonstration never waits behind a rollout batch (see webapp/celery.py).
+start worker-rollouts .venv/bin/celery -A webapp worker -Q rollouts,datasets -n "rollouts@%h" --concurrency 2 -l INFO
+start worker-interactive .venv/bin/celery -A webapp worker -Q interactive,sandboxes -n "interactive@%h" --concurrency 2 -l INFO
 start worker-training .venv/bin/celery -A webapp worker -Q training -n "training@%h" --concurrency 1 -l INFO
 start beat .venv/bin/celery -A webapp beat -l INFO -s "$VAR/celerybeat-schedule"
 start sandbox-host $PY -m sandbox_workers.host --bind 127.0.0.1 --port "$SANDBOX_HOST_PORT" \

@@ -99,8 +99,8 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
                     os.killpg(pid, signal.SIGKILL)
             raise
     assert "[run] stopped" in rest
-    # Every process run.sh started (redis, web, two workers, beat, sandbox host) and their children are gone.
-    assert len(pids) == 6, output
+    # Every process run.sh started (redis, web, 3 workers, beat, sandbox host) and their children are gone.
+    assert len(pids) == 7, output
     wait_for(lambda: not any(is_alive(p) for p in pids), 5)
     assert [p for p in pids if is_alive(p)] == []
     groups = subprocess.run(["ps", "-eo", "pgid="], capture_output=True, text=True).stdout.split()

@@ -1,4 +1,11 @@
-"""The Celery app: queues `rollouts`, `training`, `sandboxes`, `datasets`; results in the db; beat."""
+"""The Celery app: queues `rollouts`, `training`, `sandboxes`, `datasets`, `interactive`; results in the
+db; beat.
+
+Workers are laid out so that nobody waits behind longer work of another kind (scripts/run.sh and
+docker-compose.yml start them): `interactive` (a person waiting for a demonstration's sandbox) and
+`sandboxes` (short upkeep: reapers, host checks) on one worker that agents never occupy; `rollouts`
+(agent episodes, task checks) and `datasets` (rounds, exports, merges) on another; `training` alone.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 app = Celery("webapp")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
-QUEUES = ("rollouts", "training", "sandboxes", "datasets")
+QUEUES = ("rollouts", "training", "sandboxes", "datasets", "interactive")
+# The queues whose work a person waits on; the workers that serve them serve no agent or bulk work.
+HUMAN_QUEUES = ("interactive",)
 app.conf.task_queues = [Queue(name) for name in QUEUES]
 app.conf.task_default_queue = "rollouts"
 # Routing by app keeps training jobs (long, one per worker) away from rollouts and pool upkeep.
@@ -25,8 +34,8 @@ app.conf.task_routes = {
     "webapp.sandboxes.tasks.*": {"queue": "sandboxes"},
     "webapp.catalog.tasks.*": {"queue": "sandboxes"},
     "webapp.dashboards.tasks.*": {"queue": "sandboxes"},
-    # A person is waiting for a demonstration's sandbox: the queue that is never busy with episodes.
-    "webapp.annotation.tasks.*": {"queue": "sandboxes"},
+    # A person is waiting for a demonstration's sandbox: a queue of its own, never busy with episodes.
+    "webapp.annotation.tasks.*": {"queue": "interactive"},
     "webapp.episodes.tasks.*": {"queue": "rollouts"},
     # Flywheel rounds and exports read whole dataset versions: their own queue, so a long export
     # never delays a sandbox lease or a rollout.

@@ -1,4 +1,4 @@
-"""Celery tasks for demonstrations: preparing a sandbox (queue `sandboxes`), the reaper (beat)."""
+"""Celery tasks for demonstrations: preparing a sandbox (queue `interactive`), the reaper (beat)."""
 
 from __future__ import annotations
 
