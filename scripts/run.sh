@@ -31,9 +31,21 @@ trap stop_all EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+rotate_log() {  # rotate_log FILE: keep the last runs' logs as FILE.1 (the previous run) … FILE.$KEEP_LOGS
+  local log=$1 i
+  [ -s "$log" ] || return 0
+  for i in $(seq $((KEEP_LOGS - 1)) -1 1); do
+    if [ -e "$log.$i" ]; then mv -f "$log.$i" "$log.$((i + 1))"; fi
+  done
+  mv -f "$log" "$log.1"
+}
+KEEP_LOGS=${KEEP_LOGS:-5}
+
 start() {  # start NAME CMD...: run CMD in its own process group, output to $VAR/log/NAME.log
   local name=$1; shift
-  setsid "$@" >"$VAR/log/$name.log" 2>&1 &
+  rotate_log "$VAR/log/$name.log"
+  echo "[run] $name started $(date -Is): $*" >"$VAR/log/$name.log"
+  setsid "$@" >>"$VAR/log/$name.log" 2>&1 &
   pids+=($!)
   echo "[run] $name (pid $!, log $VAR/log/$name.log)"
 }

@@ -38,6 +38,10 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
     }
     env.update(PORT=str(port), REDIS_PORT=str(redis_port), FLYWHEEL_VAR_DIR=str(tmp_path / "var"), DEBUG="1",
                SANDBOX_HOST_PORT=str(free_port()))  # fmt: skip
+    # A previous run's log, which this start must keep.
+    logs = tmp_path / "var" / "log"
+    logs.mkdir(parents=True)
+    (logs / "web.log").write_text("the previous run's log\n")
     proc = subprocess.Popen(
         [sys.executable, "-c", AS_FROM_A_TERMINAL], cwd=ROOT, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,
@@ -54,6 +58,8 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
                 break
         text = "".join(output)
         assert "ready in" in text, text
+        assert (logs / "web.log.1").read_text() == "the previous run's log\n"
+        assert (logs / "web.log").read_text().startswith("[run] web started ")
         password = re.search(r"^\s+admin\s+(\S+)\s+admin$", text, re.M).group(1)
 
         jar = http.cookiejar.CookieJar()
@@ -70,6 +76,9 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
         home = opener.open(request).read().decode()
         assert 'data-testid="username">admin<' in home
         assert "role-admin" in home
+        # The demo data hold a local policy, so training can be launched from the UI at once.
+        training = opener.open(f"{base}/training/").read().decode()
+        assert re.search(r'<select name="base_policy"[^>]*>.*?>tiny-base</option>', training, re.S), training
 
         # The sandbox host registered and warmed its desktop and browser pools.
         def pools_warm() -> bool:
