@@ -1,6 +1,6 @@
 """A whole demonstration in a real Chromium against the running platform.
 
-daphne (with the host token), a Celery worker on the `sandboxes` queue (it prepares the sandbox), a
+daphne (with the host token), a Celery worker on the `interactive` queue (it prepares the sandbox), a
 real desktop sandbox host heartbeating into daphne, and the browser: an annotator logs in, starts a
 task, clicks and types in the live view, sees the recorded steps, submits and gets the checker's
 reward; a reviewer replays and accepts; an outsider can open neither the session, its socket, the
@@ -37,7 +37,7 @@ def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
         host_name="e2e-demo-host",
         profiles={"desktop": {**LIGHT_DESKTOP, "min_idle": 1, "max_total": 2}},
         slot_base=170,
-        queues="sandboxes",
+        queues="interactive,sandboxes",
         env={"ROLLOUT_LEASE_WAIT_SECONDS": "60"},
         ready=lambda host: Sandbox.objects.filter(state="idle", profile="desktop").exists(),
     ) as (url, _):

@@ -86,7 +86,7 @@ def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
             host_name="e2e-flywheel-host",
             profiles={"desktop": {**LIGHT_DESKTOP, "min_idle": 2, "max_total": 3}},
             slot_base=200,
-            queues="rollouts,sandboxes,datasets",
+            queues="rollouts,sandboxes,datasets,interactive",
             concurrency=3,
             env={"ROLLOUT_LEASE_WAIT_SECONDS": "90", "EXPORTS_DIR": str(exports)},
             ready=lambda host: Sandbox.objects.filter(state="idle", profile="desktop").count() >= 2,

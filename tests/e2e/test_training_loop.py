@@ -73,7 +73,7 @@ def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
             host_name="e2e-loop-host",
             profiles={"browser": {"provider": "browser", "min_idle": 2, "max_total": 2}},
             slot_base=262,
-            queues="rollouts,sandboxes,datasets",
+            queues="rollouts,sandboxes,datasets,interactive",
             concurrency=3,
             env=shared,
             ready=lambda host: Sandbox.objects.filter(state="idle", profile="browser").count() >= 2,
