@@ -45,6 +45,15 @@ def control_allowed(*, user: AbstractBaseUser, sandbox: Sandbox, episode: Episod
     return sandbox_access(user=user, sandbox=sandbox) == "control"
 
 
+def control_offered(*, user: AbstractBaseUser, episode: Episode) -> dict[str, bool]:
+    """The control buttons `user` gets on `episode`'s page: none unless it is live on a sandbox and
+    they may hold its control; force-take only for those who may force (the same rules as above)."""
+    if episode.is_done or episode.sandbox is None:
+        return {"take": False, "force": False}
+    take = control_allowed(user=user, sandbox=episode.sandbox, episode=episode)
+    return {"take": take, "force": take and may_force(user)}
+
+
 def control_state(token: ControlToken | None) -> dict[str, Any]:
     """The JSON pages and sockets show: who holds control, who asks for it."""
     if token is None:

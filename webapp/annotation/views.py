@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from webapp.accounts.access import page_requires
-from webapp.annotation.control import control_of, control_state
+from webapp.annotation.control import control_of, control_offered, control_state
 from webapp.annotation.models import Assignment
 from webapp.annotation.selectors import (
     annotators,
@@ -100,6 +100,7 @@ def session(request: HttpRequest, episode_id: int) -> HttpResponse:
         "steps": steps_of(episode=episode),
         "instruction": episode.instruction,
         "control": control_state(token),
+        "control_offered": control_offered(user=request.user, episode=episode),
         "is_annotator": episode.annotator_id == request.user.pk,
         "transport": _transport(request, episode),
     }
