@@ -24,6 +24,11 @@ from typing import Any
 
 from agent_core.tasks.spec import TaskSpec, parse_task
 
+# Where every MiniWoB++ page draws (CSS pixels are screen pixels in a browser sandbox): the task itself
+# (#wrap, 160×210 at the top left, from the package's core.css) and its reward and timer panel beside it
+# (#reward-display, from x 165 to 325); the rest of the viewport is empty. Live views zoom to this.
+VIEW_AREA = {"x": 0, "y": 0, "width": 330, "height": 215}
+
 PREFIX = "miniwob/"
 
 

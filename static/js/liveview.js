@@ -6,6 +6,10 @@
 //   import { mount } from "/static/js/liveview.js";   // or window.FlywheelLive.mount
 //   const live = mount(el, { sandbox: 7, transport: "vnc", mode: "view", onStatus: console.log });
 //   live.toScreen(ev.clientX, ev.clientY)  // {x, y} in screen pixels, or null outside the screen
+//   live.setFocus({x: 0, y: 0, width: 330, height: 215})  // zoom to that area (null: the whole screen)
+//
+// Zoom only changes how the screen is drawn: the sandbox, its screenshots and every coordinate that
+// toScreen() returns stay in screen pixels. noVNC scales itself, so only the screencast and WebRTC zoom.
 
 import { attach } from "./recorder.js";
 
@@ -29,7 +33,8 @@ function wsUrl(path) {
 class Denied extends Error {}
 
 export function mount(el, options) {
-  const opts = Object.assign({ transport: "vnc", mode: "view", fps: null, onStatus: null }, options || {});
+  const opts = Object.assign({ transport: "vnc", mode: "view", fps: null, onStatus: null, focus: null },
+    options || {});
   const sandbox = opts.sandbox;
   const ticketUrl = opts.ticketUrl || `/sandboxes/${sandbox}/ticket/`;
   const control = opts.mode === "control";
@@ -56,6 +61,8 @@ export function mount(el, options) {
   let attempt = 0;
   let retryTimer = null;
   let session = null; // the current transport: {drawn(), size(), close()}
+  let focus = opts.focus; // the screen area to fit into the box, in screen pixels; null: the whole screen
+  const zoomable = opts.transport !== "vnc";
 
   function status(state, detail) {
     box.dataset.state = state;
@@ -76,13 +83,24 @@ export function mount(el, options) {
     return r.json();
   }
 
-  // Fit a <canvas>/<video> of `w`×`h` into the box, centred, aspect kept.
+  // The part of a `w`×`h` screen to show: the focus area within the screen, or all of it.
+  function shown(w, h) {
+    if (!focus || !zoomable) return { x: 0, y: 0, width: w, height: h };
+    const x = Math.max(0, Math.min(focus.x, w - 1)), y = Math.max(0, Math.min(focus.y, h - 1));
+    const width = Math.max(1, Math.min(focus.width, w - x)), height = Math.max(1, Math.min(focus.height, h - y));
+    return { x, y, width, height };
+  }
+
+  // Fit a <canvas>/<video> of `w`×`h` into the box so that its shown part fills it, centred, aspect
+  // kept; the rest of the screen runs past the box's edges (clipped).
   function fit(media, w, h) {
     if (!w || !h) return;
     const bw = box.clientWidth, bh = box.clientHeight;
-    const s = Math.min(bw / w, bh / h);
+    const part = shown(w, h);
+    const s = Math.min(bw / part.width, bh / part.height);
     Object.assign(media.style, { position: "absolute", width: `${w * s}px`, height: `${h * s}px`,
-      left: `${(bw - w * s) / 2}px`, top: `${(bh - h * s) / 2}px` });
+      left: `${(bw - part.width * s) / 2 - part.x * s}px`, top: `${(bh - part.height * s) / 2 - part.y * s}px` });
+    box.dataset.zoom = (s * Math.max(w / bw, h / bh)).toFixed(2);  // 1: the whole screen fits the box
   }
 
   function syncOverlay() {
@@ -111,6 +129,9 @@ export function mount(el, options) {
     if (!media || !width || !height) return null;
     const r = media.getBoundingClientRect();
     if (clientX < r.left || clientY < r.top || clientX >= r.right || clientY >= r.bottom) return null;
+    // Zoomed, the screen runs past the box: a point outside the box is not on what the person sees.
+    const b = box.getBoundingClientRect();
+    if (clientX < b.left || clientY < b.top || clientX >= b.right || clientY >= b.bottom) return null;
     return {
       x: Math.min(width - 1, Math.floor(((clientX - r.left) / r.width) * width)),
       y: Math.min(height - 1, Math.floor(((clientY - r.top) / r.height) * height)),
@@ -278,6 +299,10 @@ export function mount(el, options) {
     overlay,
     screenSize: () => (session ? session.size() : { width: 0, height: 0 }),
     toScreen,
+    // Zoom to a screen area ({x, y, width, height} in screen pixels), or back to the whole screen (null);
+    // false where the transport cannot zoom (noVNC).
+    setFocus(area) { focus = area || null; syncOverlay(); return zoomable; },
+    canZoom: () => zoomable,
     // Whether input over the WebRTC data channel is sent (a page turns it off while it lacks control).
     setInputEnabled(on) { inputEnabled = Boolean(on); if (input) input.setEnabled(inputEnabled); },
     close() {

@@ -20,6 +20,8 @@ let paused = false;
 let status = root.dataset.status;
 let proposal = null;
 let retry = 500;
+const viewArea = JSON.parse(document.getElementById("view-area").textContent);
+let zoomTo = viewArea ? "area" : "screen";
 
 function say(text, isError = false) {
   notice.textContent = text;
@@ -123,6 +125,9 @@ function startLive() {
     // Over WebRTC the input travels on the peer's data channel, which only a control ticket opens.
     mode: webrtc && mayControl ? "control" : "view",
     inputEnabled: false,
+    // A task that draws in a corner of the screen (MiniWoB++) is zoomed to its area; the person may
+    // switch to the whole screen. Clicks still map to screen pixels (live.toScreen).
+    focus: zoomTo === "area" ? viewArea : null,
     ticketUrl: root.dataset.ticketUrl,
     onStatus: (s) => { root.dataset.live = s.state; if (s.state === "denied") say(`Live view refused: ${s.detail}`, true); },
   });
@@ -197,6 +202,13 @@ function connect() {
 }
 
 root.addEventListener("click", (e) => {
+  const zoom = e.target.closest("[data-zoom]")?.dataset.zoom;
+  if (zoom) {
+    zoomTo = zoom;
+    if (live) live.setFocus(zoom === "area" ? viewArea : null);
+    root.querySelectorAll("[data-zoom]").forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.zoom === zoom)));
+    return;
+  }
   const act = e.target.closest("[data-act]")?.dataset.act;
   if (!act) return;
   if (act === "request" || act === "release" || act === "force") send({ type: "control", op: act });

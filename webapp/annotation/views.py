@@ -20,6 +20,7 @@ from webapp.annotation.selectors import (
 )
 from webapp.annotation.services import DemoError, assignment_create, demo_abandon, demo_start
 from webapp.catalog.models import Task
+from webapp.catalog.selectors import task_view_area
 from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episode_visible_to, steps_of
 from webapp.reviews.selectors import reviews_sent_back
@@ -101,6 +102,7 @@ def session(request: HttpRequest, episode_id: int) -> HttpResponse:
         "instruction": episode.instruction,
         "control": control_state(token),
         "control_offered": control_offered(user=request.user, episode=episode),
+        "view_area": task_view_area(task=episode.task),
         "is_annotator": episode.annotator_id == request.user.pk,
         "transport": _transport(request, episode),
     }

@@ -25,6 +25,16 @@ def tasks_filtered(
     return qs.distinct().order_by("slug")
 
 
+def task_view_area(*, task: Task) -> dict[str, int] | None:
+    """The screen area a live view of `task` should fit (a MiniWoB++ page draws in a corner), or None."""
+    from agent_core.suites.miniwob import VIEW_AREA
+
+    setup = (task.spec or {}).get("setup") if isinstance(task.spec, dict) else None
+    if isinstance(setup, list) and any(isinstance(s, dict) and s.get("op") == "miniwob" for s in setup):
+        return dict(VIEW_AREA)
+    return None
+
+
 def suites_list() -> QuerySet[TaskSuite]:
     """All suites by slug."""
     return TaskSuite.objects.order_by("slug")

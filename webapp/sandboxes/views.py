@@ -126,8 +126,19 @@ def live(request: HttpRequest, pk: int) -> HttpResponse:
         "transports": transports,
         "transport": transport,
         "mode": CONTROL if access == CONTROL and request.GET.get("mode") == CONTROL else VIEW,
+        "view_area": _view_area(sandbox),
     }
     return render(request, "sandboxes/live.html", context)
+
+
+def _view_area(sandbox: Sandbox) -> dict[str, int] | None:
+    """The area the task now running on the sandbox draws in, if it draws in a corner (MiniWoB++)."""
+    from webapp.catalog.selectors import task_view_area
+    from webapp.episodes.models import Episode
+
+    episode = Episode.objects.filter(sandbox=sandbox, status=Episode.Status.RUNNING).select_related("task")
+    running = episode.order_by("-pk").first()
+    return task_view_area(task=running.task) if running is not None else None
 
 
 @require_GET

@@ -1,0 +1,92 @@
+"""A MiniWoB++ demonstration in a real Chromium: the live view fits the task's corner of the screen to the
+box, and a click on the zoomed view lands on the same screen pixel as one on the whole screen (the
+sandbox, its screenshots and recorded steps keep screen pixels; only the drawing zooms)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from agent_core.suites.miniwob import VIEW_AREA, task_doc
+from tests.conftest import Personas
+from tests.e2e.platform import site_with_host
+from tests.e2e.test_demonstration import login, screen_point
+from tests.procs import wait_for
+from webapp.catalog.models import Task
+from webapp.catalog.services import task_create
+from webapp.episodes.models import Episode, Step
+from webapp.sandboxes.models import Sandbox
+
+pytestmark = pytest.mark.slow
+
+# How much of the live box the task area covers, and the zoom the box reports.
+COVERAGE = """() => {
+  const box = document.querySelector('#screen .live-box').getBoundingClientRect();
+  const svg = document.querySelector('#screen svg').getBoundingClientRect();
+  const vb = document.querySelector('#screen svg').viewBox.baseVal;
+  const [x, y, w, h] = %s;
+  const sx = svg.width / vb.width, sy = svg.height / vb.height;
+  const left = Math.max(box.left, svg.left + x * sx), right = Math.min(box.right, svg.left + (x + w) * sx);
+  const top = Math.max(box.top, svg.top + y * sy), bottom = Math.min(box.bottom, svg.top + (y + h) * sy);
+  return {covered: (right - left) * (bottom - top) / (box.width * box.height),
+          zoom: Number(document.querySelector('#screen .live-box').dataset.zoom)};
+}""" % [VIEW_AREA["x"], VIEW_AREA["y"], VIEW_AREA["width"], VIEW_AREA["height"]]
+
+
+@pytest.fixture
+def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
+    """daphne + a worker for demonstrations + a browser sandbox host; yields the web URL."""
+    with site_with_host(
+        tmp_path,
+        host_name="e2e-miniwob-host",
+        profiles={"browser": {"provider": "browser", "min_idle": 1, "max_total": 1}},
+        slot_base=250,
+        queues="interactive,sandboxes",
+        ready=lambda host: Sandbox.objects.filter(state="idle", profile="browser").exists(),
+    ) as (url, _):
+        yield url
+
+
+def click_at(page: Page, x: int, y: int) -> None:
+    px, py = screen_point(page, x, y)
+    page.mouse.click(px, py)
+
+
+def test_a_miniwob_task_fills_the_live_view_and_clicks_keep_screen_pixels(
+    platform: str, browser: Browser, personas: Personas
+) -> None:
+    doc = task_doc("click-test", oracle=True)
+    task = task_create(slug=doc["id"], title=doc["title"], instruction=doc["instruction"], platform="browser",
+                       env_profile="browser", spec=doc)  # fmt: skip
+    Task.objects.filter(pk=task.pk).update(is_published=True)
+    page = login(browser, platform, personas.annotator.get_username())
+    page.goto("/annotate/")
+    page.get_by_test_id("start-form").get_by_label("Task").select_option(str(task.pk))
+    page.get_by_test_id("start-form").get_by_role("button", name="Start").click()
+    expect(page.get_by_test_id("recorder")).to_be_visible(timeout=90_000)
+    live_state = "() => document.querySelector('[data-testid=session]').dataset.live"
+    assert wait_for(lambda: page.evaluate(live_state) == "connected", timeout=30), "no live view"
+    episode = Episode.objects.get(task=task)
+
+    # Zoomed to the task: its area fills most of the box, several times larger than the whole screen's.
+    zoomed = page.evaluate(COVERAGE)
+    assert zoomed["covered"] > 0.6 and zoomed["zoom"] > 2, zoomed
+    expect(page.get_by_test_id("zoom").locator("[aria-pressed=true]")).to_have_text("task area")
+    click_at(page, 150, 200)  # the task's lower right corner: blank, so the episode goes on
+    expect(page.get_by_test_id("steps").locator("li")).to_have_count(1, timeout=20_000)
+
+    # The whole screen: the area shrinks back; the same kind of click is recorded in the same pixels.
+    page.get_by_test_id("zoom").get_by_role("button", name="whole screen").click()
+    whole = page.evaluate(COVERAGE)
+    assert whole["zoom"] == 1 and whole["covered"] < 0.15, whole
+    click_at(page, 900, 500)
+    expect(page.get_by_test_id("steps").locator("li")).to_have_count(2, timeout=20_000)
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    assert [(s.action["type"], s.action["x"], s.action["y"]) for s in steps] == [
+        ("click", 150, 200),
+        ("click", 900, 500),
+    ]
+    assert all((s.screen_width, s.screen_height) == (1280, 720) for s in steps)
