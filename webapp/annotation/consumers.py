@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import close_old_connections
 
 from agent_core.actions import ActionError
 from agent_core.env import EnvError
+from agent_core.recording import MAX_T
 from sandbox_workers.base import SandboxError
 from webapp.annotation.control import (
     ControlError,
@@ -34,6 +34,7 @@ from webapp.annotation.control import (
 from webapp.annotation.services import DemoError
 from webapp.annotation.session import LiveSession
 from webapp.common.live import episode_group
+from webapp.common.sockets import JsonSocketConsumer
 from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episode_visible_to
 from webapp.sandboxes.consumers import sandbox_input_group
@@ -46,6 +47,19 @@ log = logging.getLogger(__name__)
 
 # What a session may do when its user is the episode's annotator, or may control its sandbox.
 FAILURES = (DemoError, ControlError, EnvError, SandboxError, ActionError)
+MAX_TEXT = 10_000  # a thought, an edited action or an answer
+
+
+def _text(content: dict[str, Any], field: str) -> str:
+    """The string `field` of a message (absent: ""); DemoError naming it if it is anything else."""
+    value = content.get(field, "")
+    if not isinstance(value, str):
+        raise DemoError(f"{field} must be a string")
+    if len(value) > MAX_TEXT:
+        raise DemoError(f"{field} may be at most {MAX_TEXT} characters")
+    if "\x00" in value:
+        raise DemoError(f"{field} may not contain NUL characters")
+    return value
 
 
 def _may_control(user: Any, episode: Episode) -> bool:
@@ -73,7 +87,7 @@ def _hello(user: Any, episode_id: int) -> dict[str, Any] | None:
     }
 
 
-class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class SessionConsumer(JsonSocketConsumer):
     """One browser tab's session on an episode."""
 
     async def connect(self) -> None:
@@ -199,7 +213,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if not isinstance(events, list) or not events or len(events) > 500:
             raise DemoError("input needs a list of 1 to 500 events")
         times = [e.get("t") for e in events if isinstance(e, dict)]
-        latest = max((t for t in times if isinstance(t, int | float)), default=None)
+        # Only times an event may carry: one bad value must not skew the clock of every later event.
+        latest = max(
+            (t for t in times if isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= MAX_T),
+            default=None,
+        )
         if latest is not None:
             # Map the browser's clock onto ours; the smallest offset seen is the least delayed.
             offset = time.monotonic() - float(latest)
@@ -209,8 +227,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self._run(session.input, events, offset=self.offset or 0.0)
 
     async def on_thought(self, content: dict[str, Any]) -> None:
+        text = _text(content, "text")
         session = await self._session()
-        await self._run(session.set_thought, str(content.get("text", "")))
+        await self._run(session.set_thought, text)
 
     async def on_pause(self, content: dict[str, Any]) -> None:
         session = await self._session()
@@ -233,13 +252,15 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self._run(session.accept)
 
     async def on_edit(self, content: dict[str, Any]) -> None:
+        text = _text(content, "text")
         session = await self._session()
-        await self._run(session.edit, str(content.get("text", "")))
+        await self._run(session.edit, text)
 
     async def on_submit(self, content: dict[str, Any]) -> None:
+        answer = _text(content, "answer")
         session = await self._session()
         await self.send_json({"type": "checking"})
-        episode = await self._run(session.submit, str(content.get("answer", "")))
+        episode = await self._run(session.submit, answer)
         await self.send_json(
             {
                 "type": "submitted",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from webapp.common.live import episode_group
+from webapp.common.sockets import JsonSocketConsumer
 from webapp.episodes.selectors import episode_visible_to
 
 # Close codes: 4401 not logged in, 4403 may not see this episode (also for one that does not exist,
@@ -17,7 +17,7 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 
 
-class EpisodeStepsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class EpisodeStepsConsumer(JsonSocketConsumer):
     """Sends `step.created` and `episode.status` events of an episode the user may see."""
 
     async def connect(self) -> None:
@@ -43,7 +43,7 @@ class EpisodeStepsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         # Read-only stream: control arrives with the live-view work, through its own consumer.
-        await self.send_json({"error": "this stream is read-only"})
+        await self.send_json({"type": "error", "message": "this stream is read-only"})
 
     async def step_created(self, event: dict[str, Any]) -> None:
         await self.send_json({"type": "step.created", **event["payload"]})

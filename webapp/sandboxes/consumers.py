@@ -23,6 +23,7 @@ from django.conf import settings
 
 from sandbox_workers.live_client import LiveStreamError, auth_headers, host_frames, host_vnc_url
 from sandbox_workers.rfb import RfbViolation, ViewOnlyRfbFilter
+from webapp.common.sockets import MessageError, message_decode
 from webapp.sandboxes.models import Sandbox
 from webapp.sandboxes.selectors import CONTROL, VIEW
 from webapp.sandboxes.tickets import TicketClaims, TicketError, ticket_check
@@ -114,6 +115,10 @@ class _LiveConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
 
         self.tasks.append(asyncio.create_task(guarded()))
 
+    async def send_error(self, message: str) -> None:
+        """Tell the viewer why a frame it sent was ignored (the stream goes on)."""
+        await self.send(text_data=json.dumps({"type": "error", "error": message}))
+
     async def disconnect(self, code: int) -> None:
         for task in getattr(self, "tasks", []):
             task.cancel()
@@ -152,7 +157,10 @@ class VncRelayConsumer(_LiveConsumer):
                 break
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if bytes_data is None or not hasattr(self, "upstream"):
+        if bytes_data is None:
+            await self.send_error("the VNC relay carries binary RFB frames only")
+            return
+        if not hasattr(self, "upstream"):
             return
         if self.filter is not None:
             try:
@@ -185,7 +193,7 @@ class ScreencastConsumer(_LiveConsumer):
                 await self.send(bytes_data=frame)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        return  # nothing a viewer sends has a meaning here
+        await self.send_error("the screencast only sends frames; it takes no messages")
 
 
 class WebRtcConsumer(_LiveConsumer):
@@ -203,11 +211,17 @@ class WebRtcConsumer(_LiveConsumer):
         from sandbox_workers.webrtc import ScreenPeer
 
         try:
-            message = json.loads(text_data or "")
-        except ValueError:
-            message = None
-        if not isinstance(message, dict) or message.get("type") != "offer" or not message.get("sdp"):
-            await self.send(text_data=json.dumps({"type": "error", "error": "send {type: offer, sdp}"}))
+            message = message_decode(text_data, bytes_data)
+        except MessageError as exc:
+            await self.send_error(str(exc))
+            return
+        if (
+            not isinstance(message, dict)
+            or message.get("type") != "offer"
+            or not isinstance(message.get("sdp"), str)
+            or not message["sdp"]
+        ):
+            await self.send_error("send {type: offer, sdp} with the offer's SDP text")
             return
         if self.peer is not None:
             await self.peer.close()
@@ -216,9 +230,9 @@ class WebRtcConsumer(_LiveConsumer):
         )
         self.peer = ScreenPeer(frames, on_input=self._input if self.claims.mode == CONTROL else None)
         try:
-            answer = await self.peer.answer(str(message["sdp"]))
+            answer = await self.peer.answer(message["sdp"])
         except (LiveStreamError, ValueError) as exc:
-            await self.send(text_data=json.dumps({"type": "error", "error": str(exc)}))
+            await self.send_error(str(exc))
             return
         await self.send(text_data=json.dumps({"type": "answer", "sdp": answer}))
 
