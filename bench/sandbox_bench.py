@@ -6,6 +6,12 @@
 Every figure is measured in this run on this machine; the baseline (bench/osworld_baseline.py: an
 HTTP server beside the display that starts a new Python process per action and returns a PNG) runs
 on the same display, so the ratio compares like with like. Targets: ARCHITECTURE.md.
+
+The headline step clicks into xterm and types into it, so the screen changes at once and the settle
+wait ends a few ms after the action. Beside it the bench measures the cases that cost more: a click
+that changes nothing waits the whole first-damage window (Settle.first_ms, 25 ms) before it may say
+so; typing a word; and Chromium on the same desktop, a click that repaints a web page and one that
+changes nothing on it.
 """
 
 from __future__ import annotations
@@ -86,6 +92,96 @@ def bench_direct(root: Path, steps: int) -> tuple[XDesktopProvider, dict[str, fl
         "step_jpeg_p50": percentile(jpg, 50),
         "reset_p50": percentile(resets, 50),
         "cold_p50": percentile(cold, 50),
+    }
+
+
+PAGE = b"""<!doctype html><title>bench page</title>
+<style>body{margin:0;user-select:none}#t{height:50vh;background:#eee}#t.on{background:#3b82f6}</style>
+<div id=t onclick="this.classList.toggle('on')"></div><p style="margin:0;height:50vh">static text</p>"""
+
+
+def bench_cases(provider: XDesktopProvider, steps: int) -> dict[str, float]:
+    """The steps the headline leaves out: no change on screen, typing, a web page in Chromium.
+
+    Each step's screenshot is also compared with the one before it: a step meant to change the screen
+    whose screenshot did not change shows a repaint that came after `act` had returned (after the
+    first-damage window), and one meant to change nothing whose screenshot changed shows a late one.
+    """
+    last = [provider.observe(fmt="png").screenshot.data]
+
+    def run(action: object, n: int) -> tuple[list[float], int]:
+        """n steps of `action`: their latencies, and how many screenshots differ from the one before."""
+        lat, changed = [], 0
+        for _ in range(n):
+            started = time.perf_counter()
+            provider.act(action)  # type: ignore[arg-type]
+            shot = provider.observe(fmt="png").screenshot.data
+            lat.append((time.perf_counter() - started) * 1000)
+            changed += shot != last[0]
+            last[0] = shot
+        return lat, changed
+
+    def settle_all() -> None:
+        time.sleep(0.5)
+        last[0] = provider.observe(fmt="png").screenshot.data
+
+    windows = provider.call("windows", {})["windows"]
+    xterm = next(w for w in windows if "xterm" in " ".join(w["class"]).lower())
+    # A point on the bare desktop (openbox does nothing on a left click there): no window changes.
+    spot = (W - 40, H - 40)
+    assert not (
+        xterm["x"] <= spot[0] < xterm["x"] + xterm["width"]
+        and xterm["y"] <= spot[1] < xterm["y"] + xterm["height"]
+    )
+    run(Click(x=spot[0], y=spot[1]), 1)  # the first click takes the focus from xterm
+    settle_all()
+    noop, noop_changed = run(Click(x=spot[0], y=spot[1]), steps)
+    print(f"step, a click that changes nothing (desktop background)       {ms(noop)}")
+    # Give xterm the focus back (openbox may take a while under load), and check the keys reach it.
+    for _ in range(10):
+        provider.act(Click(x=xterm["x"] + xterm["width"] // 2, y=xterm["y"] + xterm["height"] // 2))
+        settle_all()
+        if run(Type(content="hello world"), 1)[1]:
+            break
+    else:
+        raise AssertionError("typing did not reach xterm")
+    typing, typing_changed = run(Type(content="hello world"), steps)
+    print(f"step, typing 'hello world' into xterm (11 keys)               {ms(typing)}")
+    provider.put_file("bench.html", PAGE)
+    out = provider.call(
+        "launch", {"app": "chromium", "args": ["file:///home/user/bench.html"], "timeout": 60}
+    )
+    assert out["window"] is not None, "chromium opened no window"
+    deadline = time.monotonic() + 30
+    while not any("bench page" in w["title"] for w in provider.call("windows", {})["windows"]):
+        assert time.monotonic() < deadline, "chromium did not load the bench page"
+        time.sleep(0.1)
+    win = next(w for w in provider.call("windows", {})["windows"] if "bench page" in w["title"])
+    # The page fills the window below the toolbar: the toggle is its top half, static text its bottom.
+    toggle = Click(x=win["x"] + win["width"] // 2, y=win["y"] + win["height"] // 2 - 40)
+    still = Click(x=win["x"] + win["width"] // 2, y=win["y"] + win["height"] - 40)
+    for _ in range(6):  # warm up: focus, first paints
+        run(toggle, 1)
+        run(still, 1)
+    settle_all()
+    web, web_changed = run(toggle, steps)
+    print(f"step, a click that repaints a web page (Chromium, desktop)    {ms(web)}")
+    settle_all()
+    web_noop, web_noop_changed = run(still, steps)
+    print(f"step, a click on a web page that changes nothing (Chromium)   {ms(web_noop)}")
+    print(
+        f"screenshots that missed the step's effect (its repaint came after act returned): "
+        f"typing {steps - typing_changed} of {steps}, web page repaint {steps - web_changed} of {steps}; "
+        f"changed although nothing should: desktop click {noop_changed} of {steps}, "
+        f"web page click {web_noop_changed} of {steps}"
+    )
+    return {
+        "noop_p50": percentile(noop, 50),
+        "type_p50": percentile(typing, 50),
+        "web_p50": percentile(web, 50),
+        "web_noop_p50": percentile(web_noop, 50),
+        "web_missed": float(steps - web_changed),
+        "cases_n": float(steps),
     }
 
 
@@ -253,6 +349,9 @@ def main() -> None:
     try:
         provider, direct = bench_direct(tmp / "direct", steps)
         base = bench_baseline(provider, 30 if args.quick else 60)
+        direct |= bench_cases(
+            provider, 30 if args.quick else 100
+        )  # after the baseline: Chromium covers xterm
         provider.stop()
         host = bench_host(tmp, steps // 2)
         conc = bench_concurrency(tmp / "many", n, 10 if args.quick else 20)
@@ -272,6 +371,13 @@ def main() -> None:
         f"measured: step p50 {direct['step_png_p50']:.1f} ms (HTTP {host['step_http_p50']:.1f} ms) | "
         f"lease p50 {host['lease_http_p50']:.1f} ms | reset p50 {direct['reset_p50']:.0f} ms | "
         f"{conc['concurrent']:.0f} desktops at {conc['concurrent_steps_per_s']:.0f} steps/s"
+    )
+    print(
+        f"the step (p50) beside the headline's click-or-type into xterm: a click that changes nothing "
+        f"{direct['noop_p50']:.1f} ms | typing 11 keys {direct['type_p50']:.1f} ms | a web page repaint in "
+        f"Chromium {direct['web_p50']:.1f} ms (its screenshot missed the repaint in "
+        f"{direct['web_missed']:.0f} of {direct['cases_n']:.0f} steps) | a click that changes nothing on "
+        f"the page {direct['web_noop_p50']:.1f} ms"
     )
     print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
