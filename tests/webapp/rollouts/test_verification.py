@@ -8,6 +8,7 @@ task through a real worker whose host only comes up after the check started.
 from __future__ import annotations
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
 from agent_core.suites.miniwob import task_doc
@@ -101,3 +102,27 @@ def test_tasks_pages_show_why_a_check_failed_and_permitted_users_recheck(
     # Somewhere else is not where a re-check sends anyone.
     resp = client_for("researcher").post(recheck, {"next": "https://evil.example/"})
     assert resp["Location"] == reverse("catalog:task_detail", args=[task.pk])
+
+
+def test_tasks_verify_unverified_hands_over_every_task_without_a_verdict(
+    monkeypatch, capsys, django_capture_on_commit_callbacks
+):
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(rollout_tasks.task_verify_run, "delay", lambda *a: sent.append(a))
+    states = {
+        "unchecked": {},
+        "waiting": {"status": "waiting", "reason": "no sandbox"},
+        "running": {"status": "running"},
+        "passed": {"status": "passed", "ok": True},
+        "failed": {"status": "failed", "ok": False},
+        "old-verdict": {"ok": False, "errors": ["x"]},  # recorded before checks had a status
+    }
+    tasks = {}
+    for name, state in states.items():
+        tasks[name] = make_task(slug=f"v/{name}")
+        Task.objects.filter(pk=tasks[name].pk).update(verification=state)
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("tasks_verify", "--unverified", "--enqueue", "--runs", "1")
+    assert sorted(sent) == sorted((tasks[n].pk, 1) for n in ("unchecked", "waiting", "running"))
+    assert Task.objects.get(pk=tasks["waiting"].pk).verification_status == "queued"
+    assert "enqueued 3 verifications" in capsys.readouterr().out
