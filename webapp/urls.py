@@ -19,3 +19,6 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("admin/", admin.site.urls),
 ]
+
+# A refused request says why (and a body over the limit is 413): webapp.common.errors.
+handler400 = "webapp.common.errors.bad_request"

@@ -21,6 +21,7 @@ from webapp.annotation.selectors import (
 from webapp.annotation.services import DemoError, assignment_create, demo_abandon, demo_start
 from webapp.catalog.models import Task
 from webapp.catalog.selectors import task_view_area
+from webapp.common.params import parse_whole
 from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episode_visible_to, steps_of
 from webapp.reviews.selectors import reviews_sent_back
@@ -28,7 +29,7 @@ from webapp.training.models import PolicyVersion
 
 
 def _int(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() else None
+    return parse_whole(value or "")
 
 
 @require_GET

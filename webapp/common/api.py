@@ -6,7 +6,7 @@ Routers import from here, never from webapp.api (which imports the routers).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS
@@ -17,6 +17,7 @@ from ninja.errors import HttpError, ValidationError
 from ninja.security import APIKeyCookie, HttpBearer
 
 from webapp.accounts.services import api_token_authenticate
+from webapp.common.params import MAX_DB_INT
 
 M = TypeVar("M", bound=Model)
 
@@ -73,11 +74,15 @@ def api_enum(name: str, choices: type[TextChoices]) -> type[StrEnum]:
     return StrEnum(name, {member.name: member.value for member in choices})  # type: ignore[return-value]
 
 
+# A row id or count filter: past a 64-bit column it overflows the database, so it is a 400 here.
+RowId = Annotated[int, Field(ge=1, le=MAX_DB_INT)]
+
+
 class PageIn(Schema):
     """`?limit=&offset=` on every list endpoint."""
 
     limit: int = Field(50, ge=1, le=MAX_LIMIT, description=f"How many items to return (1..{MAX_LIMIT})")
-    offset: int = Field(0, ge=0, description="How many items to skip")
+    offset: int = Field(0, ge=0, le=MAX_DB_INT, description="How many items to skip")
 
 
 def page_of(queryset: QuerySet[M], page: PageIn) -> dict[str, Any]:

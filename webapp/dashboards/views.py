@@ -31,7 +31,8 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def _choice(value: str | None, choices: tuple[int, ...], default: int) -> int:
-    return int(value) if value and value.isdigit() and int(value) in choices else default
+    # Compared as text: int() of whatever came in the query string could raise (e.g. 5,000 digits).
+    return next((c for c in choices if str(c) == (value or "").strip()), default)
 
 
 @require_GET

@@ -28,6 +28,7 @@ from django.utils import timezone
 from agent_core.coords import COORD_SPACES
 from agent_core.export import ExportOptions, export_trajectories
 from agent_core.flywheel import TrajectoryView, Verdict
+from webapp.common.params import parse_whole
 from webapp.datasets.models import DatasetExport, DatasetVersion
 from webapp.datasets.routing import trajectories
 from webapp.datasets.services import DatasetError, version_usable
@@ -73,13 +74,17 @@ def export_options_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
     for name, (low, high) in limits.items():
         if name in raw:
             value = raw[name]
-            if isinstance(value, str) and value.strip().isdigit():
-                value = int(value)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise DatasetError(
-                    f"option {name} must be a whole number from {low} to {high}, not {value!r}"
-                )
-            out[name] = value
+            # A form sends text: "²" passes str.isdigit() and then fails int(); 5,000 digits too.
+            number = parse_whole(value) if isinstance(value, str) else value
+            if isinstance(number, bool) or not isinstance(number, int) or not low <= number <= high:
+                if isinstance(value, str):
+                    shown = repr(value[:40])
+                elif isinstance(value, int | float):
+                    shown = repr(value) if abs(value) < 1e40 else "a number that large"
+                else:
+                    shown = f"a {type(value).__name__}"
+                raise DatasetError(f"option {name} must be a whole number from {low} to {high}, not {shown}")
+            out[name] = number
     if "coords" in raw:
         if raw["coords"] not in COORD_SPACES:
             raise DatasetError(
@@ -319,12 +324,28 @@ def export_files(*, export: DatasetExport) -> list[tuple[str, int]]:
     return sorted(files, key=lambda f: (f[0] != "manifest.json", f[0]))
 
 
+# Longer than any path an export writes, shorter than what the file system refuses (ENAMETOOLONG).
+MAX_RELPATH = 1024
+MAX_NAME = 255
+
+
 def export_file(*, export: DatasetExport, relpath: str) -> Path:
-    """One file of a finished export, refusing any path that leaves its folder."""
+    """One file of a finished export, refusing any path that leaves its folder.
+
+    A path the file system cannot even look up (a NUL, a name over 255 bytes) is a file the export
+    does not have, not an OSError.
+    """
     root = export_root(export=export).resolve()
-    target = (root / relpath).resolve()
-    if root not in target.parents or not target.is_file():
-        raise DatasetError(f"export #{export.pk} has no file {relpath!r}")
+    missing = DatasetError(f"export #{export.pk} has no file {relpath[:200]!r}")
+    names = relpath.split("/")
+    if "\x00" in relpath or len(relpath) > MAX_RELPATH or any(len(n.encode()) > MAX_NAME for n in names):
+        raise missing
+    try:
+        target = (root / relpath).resolve()
+        if root not in target.parents or not target.is_file():
+            raise missing
+    except (OSError, ValueError):
+        raise missing from None
     return target
 
 

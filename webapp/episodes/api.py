@@ -10,7 +10,7 @@ from django.urls import reverse
 from ninja import Field, Query, Router, Schema
 from ninja.errors import HttpError
 
-from webapp.common.api import ErrorOut, PageIn, api_enum, page_of, require_any_perm
+from webapp.common.api import ErrorOut, PageIn, RowId, api_enum, page_of, require_any_perm
 from webapp.episodes.models import Actor, Episode, Source, Step
 from webapp.episodes.responses import screenshot_response
 from webapp.episodes.selectors import episode_visible_to, episodes_filtered, step_with_screenshot, steps_of
@@ -107,10 +107,10 @@ class EpisodePage(Schema):
 
 
 class EpisodeFilters(PageIn):
-    task: int | None = None
+    task: RowId | None = None
     status: EpisodeStatus | None = None
     source: EpisodeSource | None = None
-    policy: int | None = None
+    policy: RowId | None = None
 
 
 def _visible_episode(request: HttpRequest, episode_id: int) -> Episode:

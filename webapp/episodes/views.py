@@ -9,6 +9,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from webapp.accounts.access import page_requires
+from webapp.common.params import int_param
 from webapp.episodes.models import Episode, Source
 from webapp.episodes.responses import screenshot_response, thumbnail_response
 from webapp.episodes.selectors import (
@@ -21,10 +22,6 @@ from webapp.episodes.selectors import (
 _MAY_LIST = ("episodes.view_all_episodes", "episodes.annotate", "reviews.review_episodes")
 
 
-def _int_or_none(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() else None
-
-
 @require_GET
 @page_requires()
 def episode_list(request: HttpRequest) -> HttpResponse:
@@ -34,10 +31,10 @@ def episode_list(request: HttpRequest) -> HttpResponse:
     params = request.GET
     episodes = episodes_filtered(
         user=request.user,
-        task_id=_int_or_none(params.get("task")),
+        task_id=int_param(params.get("task"), name="task", minimum=1),
         status=params.get("status") if params.get("status") in Episode.Status.values else None,
         source=params.get("source") if params.get("source") in Source.values else None,
-        policy_version_id=_int_or_none(params.get("policy")),
+        policy_version_id=int_param(params.get("policy"), name="policy", minimum=1),
     )
     context = {
         "episodes": episodes[:200],
@@ -57,7 +54,7 @@ def episode_detail(request: HttpRequest, episode_id: int) -> HttpResponse:
     episode = episode_visible_to(user=request.user, episode_id=episode_id)
     if episode is None:
         raise Http404("no such episode")
-    context = episode_replay(episode=episode, start=_int_or_none(request.GET.get("step")))
+    context = episode_replay(episode=episode, start=int_param(request.GET.get("step"), name="step"))
     if request.htmx:
         # A running episode's page polls its #live fragment (the timeline and the steps' JSON come
         # along out of band, so the step on screen stays put); 286 tells htmx to stop once it has ended.

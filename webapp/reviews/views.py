@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from webapp.accounts.access import page_requires
+from webapp.common.params import int_param, parse_whole
 from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episode_replay
 from webapp.reviews.models import Review, StepLabel
@@ -50,8 +51,7 @@ REVIEW_TEMPLATE = "reviews/review.html"
 
 
 def _int_or_none(value: str | None) -> int | None:
-    value = (value or "").strip()
-    return int(value) if value.isdigit() else None
+    return parse_whole(value or "")
 
 
 @require_GET
@@ -83,7 +83,7 @@ def _actionable(request: HttpRequest, pk: int) -> Review:
 
 
 def _review_context(request: HttpRequest, review: Review, **extra: Any) -> dict[str, Any]:
-    context = episode_replay(episode=review.episode, start=_int_or_none(request.GET.get("step")))
+    context = episode_replay(episode=review.episode, start=int_param(request.GET.get("step"), name="step"))
     may_act = review_may_act(review=review, user=request.user)
     decided = review.state not in OPEN_STATES
     context.update(
@@ -117,9 +117,9 @@ def _labels_fragment(
     if not request.htmx:
         if error:
             messages.error(request, error)
-        step = request.POST.get("step", "")
+        step = _int_or_none(request.POST.get("step"))
         return redirect(
-            reverse("reviews:review", args=[review.pk]) + (f"?step={step}" if step.isdigit() else "")
+            reverse("reviews:review", args=[review.pk]) + (f"?step={step}" if step is not None else "")
         )
     review.refresh_from_db()
     context = {"review": review, "review_labels": review_labels(review=review), "label_error": error}

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agent_core.training.config import config_fields
 from webapp.accounts.access import page_requires
 from webapp.catalog.models import TaskSuite
+from webapp.common.params import parse_whole
 from webapp.training.merging import policy_merge_request
 from webapp.training.models import Checkpoint, PolicyMerge, PolicyVersion, TrainingRun
 from webapp.training.selectors import (
@@ -128,17 +129,17 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def policy_merge(request: HttpRequest) -> HttpResponse:
     """Merge two local policies with the weight given to the first (the second gets the rest)."""
     post = request.POST
-    ids = [post.get("policy_a", ""), post.get("policy_b", "")]
-    found = {p.pk: p for p in PolicyVersion.objects.filter(pk__in=[int(i) for i in ids if i.isdigit()])}
+    ids = [parse_whole(post.get("policy_a", "")), parse_whole(post.get("policy_b", ""))]
+    found = {p.pk: p for p in PolicyVersion.objects.filter(pk__in=[i for i in ids if i is not None])}
     try:
-        if not all(i.isdigit() and int(i) in found for i in ids):
+        if not all(i in found for i in ids):
             raise TrainingRunError("choose two policies", "sources")
         try:
             weight = float(post.get("weight_a", ""))
         except ValueError:
             msg = "the first policy's weight must be a number from 0 to 1"
             raise TrainingRunError(msg, "weights") from None
-        a, b = found[int(ids[0])], found[int(ids[1])]
+        a, b = found[ids[0]], found[ids[1]]
         merge = policy_merge_request(
             sources=[(a, weight), (b, round(1.0 - weight, 12))], name=post.get("name", ""), by=request.user
         )
@@ -172,14 +173,9 @@ def run_launch(request: HttpRequest) -> HttpResponse:
             if f"cfg_{spec.name}" in post and spec.name != "suite"
         }
     rl = algorithm in (TrainingRun.Algorithm.PPO, TrainingRun.Algorithm.GRPO)
-    policy = (
-        PolicyVersion.objects.filter(pk=int(form["base_policy"])).first()
-        if form["base_policy"].isdigit()
-        else None
-    )
-    suite = (
-        TaskSuite.objects.filter(pk=int(form["suite"])).first() if rl and form["suite"].isdigit() else None
-    )
+    policy_id, suite_id = parse_whole(form["base_policy"]), parse_whole(form["suite"])
+    policy = PolicyVersion.objects.filter(pk=policy_id).first() if policy_id is not None else None
+    suite = TaskSuite.objects.filter(pk=suite_id).first() if rl and suite_id is not None else None
     try:
         run = training_run_launch(
             algorithm=algorithm,

@@ -111,4 +111,4 @@ def test_list_parameters_are_typed(schema):
     params = {p["name"]: p for p in schema["paths"]["/api/v1/episodes"]["get"]["parameters"]}
     assert {"task", "status", "source", "policy", "limit", "offset"} <= set(params)
     assert params["limit"]["schema"]["maximum"] == 200
-    assert {"type": "integer"} in params["task"]["schema"]["anyOf"]
+    assert {"type": "integer", "minimum": 1, "maximum": 2**63 - 1} in params["task"]["schema"]["anyOf"]

@@ -282,3 +282,27 @@ def test_an_export_started_while_the_broker_is_down_says_so(
     assert export.status == "failed" and "task queue is unavailable" in export.error
     # Nothing stays pending: the next attempt may start at once.
     assert ex.export_create(version=sft_version, kind="sft", fmt="jsonl").status == "pending"
+
+
+def test_a_file_name_the_file_system_cannot_look_up_is_a_404_not_a_500(
+    sft_version: DatasetVersion, personas: Personas
+) -> None:
+    done = _run(sft_version, "sft", "jsonl")
+    client = Client()
+    client.force_login(personas.researcher)
+    for name in ["x" * 5000, "data/" + "y" * 300]:
+        response = client.get(f"/api/v1/dataset-exports/{done.pk}/files/{name}")
+        assert response.status_code == 404 and "has no file" in response.json()["detail"]
+    # Over HTTP a NUL is refused at the door (400); the service refuses it on its own too.
+    assert client.get(f"/api/v1/dataset-exports/{done.pk}/files/data%00.jsonl").status_code == 400
+    with pytest.raises(DatasetError, match="has no file"):
+        ex.export_file(export=done, relpath="data/\x00.jsonl")
+
+
+def test_export_options_from_a_form_refuse_what_int_cannot_read(sft_version: DatasetVersion) -> None:
+    for raw in ["²", "9" * 5000, str(2**70), "-1", "seven"]:
+        with pytest.raises(DatasetError, match="option last_n must be a whole number from 1 to 50"):
+            ex.export_options_clean({"last_n": raw})
+    with pytest.raises(DatasetError, match="not a number that large"):
+        ex.export_options_clean({"last_n": 10**5000})
+    assert ex.export_options_clean({"last_n": " 7 "})["last_n"] == 7
