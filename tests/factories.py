@@ -27,8 +27,12 @@ def make_task(**overrides: Any) -> Task:
         "title": f"Test task {n}",
         "instruction": "Click the OK button.",
         "platform": "browser",
-        "env_profile": "miniwob",
+        "env_profile": "browser",
     }
+    # A spec says where the task runs; the row must agree with it (Task.clean checks).
+    spec = overrides.get("spec") or {}
+    fields["platform"] = spec.get("platform", fields["platform"])
+    fields["env_profile"] = spec.get("profile") or overrides.get("platform") or fields["platform"]
     fields.update(overrides)
     return task_create(**fields)
 

@@ -80,6 +80,9 @@ _INDEX = re.compile(r"-?[0-9]+")
 _TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*\}\}")
 MAX_STEPS_CAP = 500
 MAX_SECONDS_CAP = 24 * 3600
+# A task document is stored in a database row and parsed on every episode: files a setup puts in
+# place belong in put_file steps of modest size, not in megabytes of inline text.
+MAX_DOC_BYTES = 1024 * 1024
 
 
 class TaskSpecError(ValueError):
@@ -262,6 +265,9 @@ def loads(text: str, *, name: str = "task") -> Any:
 def parse_task(doc: Any) -> TaskSpec:
     """Validate a task document; raises TaskSpecError naming the first bad field."""
     d = _mapping(doc, "task")
+    size = len(_json_text(d).encode())
+    if size > MAX_DOC_BYTES:
+        raise TaskSpecError(f"task: the document is {size} bytes; at most {MAX_DOC_BYTES} are accepted")
     fmt = d.get("format", FORMAT)
     if fmt != FORMAT:
         raise TaskSpecError(f"format: unsupported {fmt!r}; this platform reads {FORMAT!r}")
@@ -326,11 +332,15 @@ def parse_task(doc: Any) -> TaskSpec:
     return spec
 
 
-def _json_copy(doc: Mapping[str, Any]) -> Any:
+def _json_text(doc: Mapping[str, Any]) -> str:
     try:
-        return json.loads(json.dumps(doc))
+        return json.dumps(doc)
     except (TypeError, ValueError) as exc:  # e.g. a YAML date, which has no JSON form
         raise TaskSpecError(f"task: every value must be JSON (text, number, list, mapping): {exc}") from None
+
+
+def _json_copy(doc: Mapping[str, Any]) -> Any:
+    return json.loads(_json_text(doc))
 
 
 def _check_templates(spec: TaskSpec) -> None:

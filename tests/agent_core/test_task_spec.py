@@ -434,3 +434,14 @@ def test_round_trip_property(
     again = parse_task(spec.to_dict())
     assert again == spec
     assert again.draw_params(seed) == spec.draw_params(seed)
+
+
+def test_a_document_over_the_size_limit_is_refused_before_anything_else() -> None:
+    from agent_core.tasks.spec import MAX_DOC_BYTES
+
+    doc = base()
+    doc["setup"].append({"op": "put_file", "path": "big.txt", "content": "x" * MAX_DOC_BYTES})
+    with pytest.raises(TaskSpecError, match=f"task: the document is .* bytes; at most {MAX_DOC_BYTES}"):
+        parse_task(doc)
+    doc["setup"][-1]["content"] = "x" * 1000
+    assert parse_task(doc).setup[-1].args["content"] == "x" * 1000

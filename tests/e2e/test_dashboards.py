@@ -67,7 +67,6 @@ def flywheel(personas: Personas) -> dict:
     """Rows behind every dashboard: ended and running episodes, a host with its pools, samples, reviews."""
     policy = PolicyVersion.objects.create(name="pi-e2e", backend="oracle")
     desktop = make_task(slug="e2e/desktop", platform="desktop", env_profile="desktop", max_steps=10)
-    miniwob = make_task(slug="e2e/miniwob", env_profile="miniwob")
     host = heartbeat(
         "e2e-host",
         sandboxes=[
@@ -91,6 +90,7 @@ def flywheel(personas: Personas) -> dict:
         lease_wait={"n": 30.0, "p50": 8.0, "p95": 35.0},
         profiles={"desktop": {"max_total": 4}, "miniwob": {"max_total": 2}},
     )
+    miniwob = make_task(slug="e2e/miniwob", env_profile="miniwob")  # a profile the host serves
     sandbox = host.sandboxes.get(profile="desktop", state="leased")
     for reward in (1.0, 1.0, 1.0, 0.0):
         ended(desktop, reward=reward, policy=policy, sandbox=sandbox)

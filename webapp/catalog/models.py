@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import F, Q
+
+from webapp.common.text import MAX_INSTRUCTION, MAX_NAME, text_problem
 
 
 class Platform(models.TextChoices):
@@ -97,6 +100,37 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        """Refuse now what would only fail at rollout: a spec that does not parse, a profile no host
+        serves, a spec that disagrees with the row, text too long or holding NUL (each names its field)."""
+        from agent_core.tasks.spec import TaskSpecError, parse_task
+        from webapp.sandboxes.selectors import profiles_known
+
+        errors: dict[str, str] = {}
+        for name, limit in (("slug", 200), ("title", MAX_NAME), ("instruction", MAX_INSTRUCTION)):
+            problem = text_problem(getattr(self, name), max_length=limit)
+            if problem:
+                errors[name] = f"{name} {problem}"
+        known = profiles_known()
+        if self.env_profile not in known:
+            errors["env_profile"] = (
+                f"no sandbox host serves profile {self.env_profile!r}; known profiles: {', '.join(known)}"
+            )
+        if self.spec:
+            try:
+                parsed = parse_task(self.spec)
+            except TaskSpecError as exc:
+                errors["spec"] = f"invalid task spec: {exc}"
+            else:
+                if parsed.profile not in known:
+                    errors["spec"] = f"the spec's profile {parsed.profile!r} is served by no sandbox host"
+                if parsed.platform != self.platform:
+                    errors.setdefault("platform", f"the spec's platform is {parsed.platform!r}")
+                if parsed.profile != self.env_profile:
+                    errors.setdefault("env_profile", f"the spec's profile is {parsed.profile!r}")
+        if errors:
+            raise ValidationError(errors)
 
     @property
     def verification_status(self) -> str:

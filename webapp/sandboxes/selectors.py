@@ -55,6 +55,16 @@ CONTROL = "control"
 VIEW = "view"
 
 
+def profiles_known() -> list[str]:
+    """Sandbox profiles a task may run on: the built-in ones and every profile a registered host serves."""
+    from sandbox_workers.profiles import DEFAULT_PROFILES
+
+    names = {*DEFAULT_PROFILES, "android"}
+    for capacity in SandboxHost.objects.values_list("capacity", flat=True):
+        names.update(capacity or {})
+    return sorted(names)
+
+
 def sandbox_access(*, user: Any, sandbox: Sandbox) -> str | None:
     """ "control", "view" or None: what `user` may do with `sandbox`'s live screen now."""
     if user is None or not user.is_authenticated or not user.is_active:

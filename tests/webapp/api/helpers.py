@@ -37,8 +37,17 @@ def task_body(**overrides: Any) -> dict[str, Any]:
         "title": "Enter text",
         "instruction": "Type hello into the box.",
         "platform": "browser",
-        "env_profile": "miniwob",
-        "spec": {"checker": {"metric": "exact_match", "expected": "hello"}},
+        "env_profile": "browser",
+        "spec": {
+            "format": "flywheel-task/1",
+            "id": "miniwob/enter-text",
+            "instruction": "Type hello into the box.",
+            "platform": "browser",
+            "profile": "browser",
+            "checker": {
+                "checks": [{"probe": {"op": "answer"}, "metric": "exact_match", "expected": "hello"}]
+            },
+        },
         "max_steps": 10,
         "max_seconds": 120,
         "suites": ["miniwob"],

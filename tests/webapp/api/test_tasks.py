@@ -68,7 +68,7 @@ def test_researcher_creates_an_unpublished_task_in_its_suites(researcher, person
     assert created["is_published"] is False
     task = Task.objects.get(pk=created["id"])
     assert task.created_by == personas.researcher
-    assert task.spec == {"checker": {"metric": "exact_match", "expected": "hello"}}
+    assert task.spec == task_body()["spec"]
     assert (task.max_steps, task.max_seconds) == (10, 120)
 
 
@@ -187,12 +187,13 @@ def test_empty_body_gets_400(researcher):
 
 
 def test_patch_changes_only_the_fields_sent(researcher, world):
-    changes = {"title": "Press OK", "max_steps": 30, "spec": {"v": 2}}
+    spec = {**task_body()["spec"], "id": "miniwob/click-button", "version": 2}
+    changes = {"title": "Press OK", "max_steps": 30, "spec": spec}
     response = send(researcher, "PATCH", f"/tasks/{world.task.pk}", changes)
     assert response.status_code == 200, response.content
     assert response.json()["title"] == "Press OK"
     world.task.refresh_from_db()
-    assert (world.task.title, world.task.max_steps, world.task.spec) == ("Press OK", 30, {"v": 2})
+    assert (world.task.title, world.task.max_steps, world.task.spec) == ("Press OK", 30, spec)
     assert world.task.instruction == "Click the OK button."
     assert world.task.max_seconds == 300
 
@@ -200,7 +201,7 @@ def test_patch_changes_only_the_fields_sent(researcher, world):
 def test_changing_a_published_tasks_spec_unpublishes_it(researcher, world):
     Task.objects.filter(pk=world.task.pk).update(is_published=True)
     assert send(researcher, "PATCH", f"/tasks/{world.task.pk}", {"title": "Renamed"}).json()["is_published"]
-    response = send(researcher, "PATCH", f"/tasks/{world.task.pk}", {"spec": {"checker": "new"}})
+    response = send(researcher, "PATCH", f"/tasks/{world.task.pk}", {"spec": task_body()["spec"]})
     assert response.status_code == 200 and response.json()["is_published"] is False
     world.task.refresh_from_db()
     assert world.task.is_published is False
@@ -247,3 +248,60 @@ def test_slug_taken_between_validation_and_insert_gets_400_not_integrity_error(r
     assert_no_task_written()
     # The request's transaction is still usable after the failed insert.
     assert send(researcher, "POST", "/tasks", task_body()).status_code == 201
+
+
+# --- the task document is checked when it is stored, not at rollout --------------------------------
+
+
+def _spec(**changes):
+    return {**task_body()["spec"], **changes}
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        (task_body(spec=_spec(setup=[{"op": "teleport"}])), "spec", "setup[0].op: 'teleport' is not one of"),
+        (task_body(spec=_spec(checker={"checks": []})), "spec", "a feasible task needs at least one check"),
+        (task_body(env_profile="gpu-farm"), "env_profile", "no sandbox host serves profile 'gpu-farm'"),
+        (
+            task_body(env_profile="gpu-farm", spec=_spec(profile="gpu-farm")),
+            ("env_profile", "spec"),
+            "profile 'gpu-farm' is served by no sandbox host",
+        ),
+        (
+            task_body(env_profile="desktop", spec=_spec(platform="desktop", profile="desktop")),
+            "platform",
+            "spec's platform is 'desktop'",
+        ),
+        (task_body(instruction="x" * 20_001), "instruction", "at most 20000 characters"),
+    ],
+)
+def test_a_task_that_could_never_run_is_refused_at_creation_naming_the_field(
+    researcher, body, field, message
+):
+    fields = field if isinstance(field, tuple) else (field,)
+    detail = assert_400(send(researcher, "POST", "/tasks", body), *fields)
+    assert message in detail
+    assert not Task.objects.filter(slug=body["slug"]).exists()
+
+
+def test_a_spec_over_the_size_limit_is_refused_and_a_patch_too(researcher, world):
+    huge = _spec(setup=[{"op": "put_file", "path": "a.txt", "content": "x" * (1024 * 1024)}])
+    assert "at most 1048576 are accepted" in assert_400(
+        send(researcher, "POST", "/tasks", task_body(spec=huge)), "spec"
+    )
+    bad = {"spec": _spec(setup=[{"op": "exec"}])}
+    assert "missing command" in assert_400(send(researcher, "PATCH", f"/tasks/{world.task.pk}", bad), "spec")
+    world.task.refresh_from_db()
+    assert world.task.spec == {}
+
+
+def test_a_profile_a_registered_host_serves_is_accepted(researcher):
+    from webapp.sandboxes.models import SandboxHost
+
+    SandboxHost.objects.create(name="office-host", api_url="http://127.0.0.1:9", capacity={"office": {}})
+    body = task_body(
+        platform="desktop", env_profile="office", spec=_spec(platform="desktop", profile="office")
+    )
+    response = send(researcher, "POST", "/tasks", body)
+    assert response.status_code == 201, response.content

@@ -74,7 +74,6 @@ def test_the_permission_alone_is_enough(personas: Personas) -> None:
 
 
 def test_figures_match_the_rows(personas: Personas) -> None:
-    task = make_task(slug="metrics/task", env_profile="miniwob")
     policy = PolicyVersion.objects.create(name="metrics-pi", backend="oracle")
     resets = {"reset": {"n": 2.0, "p50": 300.0, "p95": 600.0}}
     host = heartbeat(
@@ -87,6 +86,7 @@ def test_figures_match_the_rows(personas: Personas) -> None:
         lease_wait={"n": 6.0, "p50": 9.0, "p95": 21.0},
         profiles={"miniwob": {"max_total": 5}},
     )
+    task = make_task(slug="metrics/task", env_profile="miniwob")  # a profile the host serves
     sandbox = host.sandboxes.first()
     for reward in (1.0, 1.0, 1.0, 0.0):
         ended(task, reward=reward, policy=policy, sandbox=sandbox)

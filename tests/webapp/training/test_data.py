@@ -102,7 +102,7 @@ def prepared_task(task_slug: str) -> PreparedTask:
 @pytest.fixture
 def rollout() -> tuple[Episode, ScriptedModel]:
     """An agent episode run by the real loop and persisted by the rollout worker's own step sink."""
-    task = make_task(platform="browser", env_profile="miniwob")
+    task = make_task(platform="browser", env_profile="browser")
     episode = episode_create(task=task, source="agent")
     episode_start(episode=episode)
     prepared = prepared_task(task.slug)
