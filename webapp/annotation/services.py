@@ -30,6 +30,7 @@ from sandbox_workers.client import LeasedSandbox
 from webapp.annotation.control import control_assign, control_clear
 from webapp.annotation.models import Assignment, ControlToken
 from webapp.catalog.models import Task
+from webapp.common.text import MAX_NOTE, text_problem
 from webapp.episodes.models import Episode, Source, Step
 from webapp.episodes.services import (
     EpisodeStateError,
@@ -373,4 +374,7 @@ def assignment_create(
     """Put `task` in `annotator`'s queue."""
     if not annotator.has_perm("episodes.annotate"):
         raise PermissionError(f"{annotator} is not an annotator")
+    problem = text_problem(note, max_length=MAX_NOTE)
+    if problem:
+        raise DemoError(f"the note {problem}")
     return Assignment.objects.create(task=task, annotator=annotator, assigned_by=assigned_by, note=note)

@@ -79,10 +79,14 @@ def assign(request: HttpRequest) -> HttpResponse:
     """Put a task in an annotator's queue (administrators)."""
     task = get_object_or_404(Task, pk=_int(request.POST.get("task")) or 0)
     annotator = get_object_or_404(annotators(), pk=_int(request.POST.get("annotator")) or 0)
-    assignment_create(
-        task=task, annotator=annotator, assigned_by=request.user, note=request.POST.get("note", "")
-    )
-    messages.success(request, f"{task.slug} assigned to {annotator}.")
+    try:
+        assignment_create(
+            task=task, annotator=annotator, assigned_by=request.user, note=request.POST.get("note", "")
+        )
+    except DemoError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{task.slug} assigned to {annotator}.")
     return redirect("annotation:queue")
 
 

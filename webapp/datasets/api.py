@@ -10,6 +10,7 @@ from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
 from webapp.common.api import ErrorOut, PageIn, api_enum, object_or_404, page_of, require_perm
+from webapp.common.text import MAX_NOTE
 from webapp.datasets.exports import (
     ExportBusy,
     export_archive,
@@ -409,7 +410,7 @@ def flywheel_rounds(request: HttpRequest) -> dict[str, Any]:
 
 
 class RoundIn(Schema):
-    notes: str = ""
+    notes: str = Field("", max_length=MAX_NOTE)
 
 
 @router.post("/flywheel/rounds", response={202: RoundOut, 409: ErrorOut, **DENIED})

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
+from webapp.common.text import MAX_NOTE, text_problem
 from webapp.datasets.models import (
     Dataset,
     DatasetMembership,
@@ -140,6 +141,9 @@ def version_withdraw(*, version: DatasetVersion, by: AbstractBaseUser, reason: s
     reason = (reason or "").strip()
     if not reason:
         raise DatasetError("say why the version is withdrawn")
+    problem = text_problem(reason, max_length=MAX_NOTE)
+    if problem:
+        raise DatasetError(f"the reason {problem}")
     if VersionWithdrawal.objects.filter(version=version).exists():
         raise DatasetError(f"{version} is already withdrawn")
     busy = TrainingRun.objects.filter(

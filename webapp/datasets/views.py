@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from webapp.accounts.access import page_requires
+from webapp.common.text import MAX_NOTE, text_problem
 from webapp.datasets.api import archive_response
 from webapp.datasets.exports import ExportBusy, export_cancel, export_create
 from webapp.datasets.models import Dataset, DatasetExport, DatasetVersion
@@ -204,8 +205,13 @@ def flywheel(request: HttpRequest) -> HttpResponse:
 @page_requires("datasets.close_flywheel_round")
 def flywheel_close(request: HttpRequest) -> HttpResponse:
     """Close the next round in the background."""
+    notes = request.POST.get("notes", "")
+    problem = text_problem(notes, max_length=MAX_NOTE)
+    if problem:
+        messages.error(request, f"The notes {problem}.")
+        return redirect("datasets:flywheel")
     try:
-        iteration = round_enqueue(created_by=request.user, notes=request.POST.get("notes", ""))
+        iteration = round_enqueue(created_by=request.user, notes=notes)
         messages.success(request, f"Closing round {iteration.number}: routing every finished episode.")
     except RoundError as exc:
         messages.error(request, str(exc))

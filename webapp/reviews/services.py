@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from agent_core.actions import action_to_dict
 from agent_core.grammar import PLATFORMS, ActionParseError, parse_edited_action
+from webapp.common.text import MAX_NOTE, text_problem
 from webapp.episodes.models import Episode, Step
 from webapp.reviews.models import Review, ReviewEvent, StepLabel
 
@@ -68,6 +69,14 @@ class ReviewInputError(ValueError):
     """A review action's input is not acceptable (bad label, unparsable action text, missing reason)."""
 
 
+def _text(value: str, field: str) -> str:
+    """`value` if it is text a review may keep (capped, no NUL); else ReviewInputError naming `field`."""
+    problem = text_problem(value, max_length=MAX_NOTE)
+    if problem:
+        raise ReviewInputError(f"the {field} {problem}")
+    return value
+
+
 OPEN_STATES = (Review.State.ASSIGNED, Review.State.IN_PROGRESS)
 
 
@@ -111,7 +120,7 @@ def review_label_step(
         raise ReviewInputError(f"unknown label {label!r}; valid: {', '.join(StepLabel.Label.values)}")
     step = _step(review, step_index)
     row, _ = StepLabel.objects.update_or_create(
-        review=review, step=step, defaults={"label": label, "note": note.strip()}
+        review=review, step=step, defaults={"label": label, "note": _text(note, "note").strip()}
     )
     return row
 
@@ -170,10 +179,10 @@ def review_correct_step(
     step = _step(review, step_index)
     fields: dict[str, Any] = {}
     if thought is not None:
-        text = thought.strip()
+        text = _text(thought, "thought").strip()
         fields["corrected_thought"] = "" if text == step.thought.strip() else text
     if action_text is not None:
-        text = action_text.strip()
+        text = _text(action_text, "action text").strip()
         if text and text != step.action_text.strip():
             size = (step.screen_width or 0, step.screen_height or 0)
             platform = _grammar_platform(review.episode.task.platform)
@@ -223,6 +232,8 @@ def review_decide(
     to_state = VERDICTS.get(verdict)
     if to_state is None:
         raise ReviewInputError(f"unknown verdict {verdict!r}; valid: {', '.join(VERDICTS)}")
+    _text(reason, "reason")
+    _text(comment, "comment")
     if to_state == Review.State.ACCEPTED and (quality is None or not 1 <= quality <= 5):
         raise ReviewInputError("an accept needs a quality from 1 to 5")
     if to_state == Review.State.REJECTED and not reason.strip():
@@ -251,7 +262,7 @@ def review_resubmit(*, review: Review, actor: AbstractBaseUser, comment: str = "
     if not (actor.pk == review.episode.annotator_id or actor.is_superuser):
         raise PermissionError(f"{actor} did not demonstrate episode {review.episode_id}")
     return review_transition(
-        review=review, actor=actor, to_state=Review.State.ASSIGNED, comment=comment.strip()
+        review=review, actor=actor, to_state=Review.State.ASSIGNED, comment=_text(comment, "comment").strip()
     )
 
 

@@ -238,7 +238,7 @@ def resubmit(request: HttpRequest, pk: int) -> HttpResponse:
         review_resubmit(review=review, actor=request.user, comment=request.POST.get("comment", ""))
     except PermissionError:
         raise PermissionDenied("this trajectory is not yours") from None
-    except ReviewTransitionError as exc:
+    except (ReviewInputError, ReviewTransitionError) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Episode {review.episode_id} went back to {review.reviewer}.")

@@ -28,6 +28,7 @@ from django.utils.text import slugify
 from agent_core.training.config import ConfigError, validate_config
 from agent_core.training.types import RunSpec
 from webapp.catalog.models import TaskSuite
+from webapp.common.text import MAX_NAME, text_problem
 from webapp.datasets.services import DatasetError, version_pin_resolve
 from webapp.training.hooks import RunHooks, RunLost, heartbeat, log_append
 from webapp.training.models import Checkpoint, MetricPoint, PolicyVersion, TrainingRun
@@ -142,8 +143,8 @@ def training_run_launch(
     name = (name or "").strip()
     if not name:
         refuse(TrainingRunError("give the run a name", "name"))
-    elif len(name) > 200:
-        refuse(TrainingRunError("must be at most 200 characters", "name"))
+    elif problem := text_problem(name, max_length=MAX_NAME):
+        refuse(TrainingRunError(problem, "name"))
     clean: dict[str, Any] | None = None
     if known:
         try:

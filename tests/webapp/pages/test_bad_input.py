@@ -108,3 +108,38 @@ def test_form_ids_int_cannot_read_are_refused_not_500(
 ):
     response = client_for(persona).post(path, form)
     assert response.status_code < 500, response.content[:300]
+
+
+# --- text over its cap --------------------------------------------------------------------------------
+
+
+def test_notes_reasons_and_names_over_their_cap_are_refused_and_not_stored(
+    client_for: ClientFor, world: World, personas: Personas
+) -> None:
+    from webapp.annotation.models import Assignment
+    from webapp.datasets.models import FlywheelIteration, VersionWithdrawal
+    from webapp.training.services import TrainingRunError, training_run_launch
+
+    long = "x" * 10_001
+    admin = client_for("admin")
+    page = admin.post(
+        "/annotate/assign/",
+        {"task": world.task.pk, "annotator": personas.annotator.pk, "note": long},
+        follow=True,
+    )
+    assert "the note may be at most 10000 characters" in text(page)
+    version = world.dataset.versions.get()
+    page = admin.post(f"/datasets/versions/{version.pk}/withdraw/", {"reason": long}, follow=True)
+    assert "the reason may be at most 10000 characters" in text(page)
+    page = admin.post("/datasets/flywheel/close/", {"notes": long}, follow=True)
+    assert "The notes may be at most 10000 characters" in text(page)
+    api = admin.post("/api/v1/flywheel/rounds", {"notes": long}, content_type="application/json")
+    assert api.status_code == 400 and api.json()["errors"][0]["field"] == "notes"
+    with pytest.raises(TrainingRunError) as refused:
+        training_run_launch(
+            algorithm="sft", name="run\x00", config={}, created_by=personas.admin, dataset_pin=None,
+            base_policy=None, suite=None,
+        )  # fmt: skip
+    assert ("name", "may not contain NUL characters") in refused.value.errors
+    assert not Assignment.objects.exists() and not VersionWithdrawal.objects.exists()
+    assert not FlywheelIteration.objects.exists()

@@ -233,3 +233,25 @@ def test_a_correction_equal_to_the_step_or_blank_clears_it(world: ReviewWorld, p
     row = review_correct_step(review=world.review, actor=personas.reviewer, step_index=0, action_text=" ")
     assert row is not None and (row.corrected_action, row.corrected_action_text) == (None, "")
     assert row.label == StepLabel.Label.WRONG  # the label stays until the reviewer changes it
+
+
+def test_review_text_over_the_cap_or_with_nul_is_refused_naming_it(
+    world: ReviewWorld, personas: Personas
+) -> None:
+    bob, long = personas.reviewer, "x" * 10_001
+    with pytest.raises(ReviewInputError, match="the note may be at most 10000 characters"):
+        review_label_step(review=world.review, actor=bob, step_index=0, label="wrong", note=long)
+    with pytest.raises(ReviewInputError, match="the thought may not contain NUL"):
+        review_correct_step(review=world.review, actor=bob, step_index=0, thought="a\x00b")
+    with pytest.raises(ReviewInputError, match="the action text may be at most"):
+        review_correct_step(review=world.review, actor=bob, step_index=0, action_text=long)
+    with pytest.raises(ReviewInputError, match="the reason may be at most"):
+        review_decide(review=world.review, actor=bob, verdict="reject", reason=long)
+    with pytest.raises(ReviewInputError, match="the comment may be at most"):
+        review_decide(review=world.review, actor=bob, verdict="send_back", comment=long)
+    assert not StepLabel.objects.exists()
+    world.review.refresh_from_db()
+    assert world.review.state == Review.State.ASSIGNED
+    review_decide(review=world.review, actor=bob, verdict="send_back", comment="redo step 2")
+    with pytest.raises(ReviewInputError, match="the comment may be at most"):
+        review_resubmit(review=world.review, actor=personas.annotator, comment=long)
