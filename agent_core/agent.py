@@ -2,8 +2,10 @@
 
 Each policy response becomes one step per action it holds; a response that does not parse, or an
 action the environment rejects, becomes an invalid step with its reason (the episode goes on, up
-to a limit of consecutive invalid responses). `EnvError` and `PolicyError` propagate: they are
-infrastructure failures, which the caller records as env_error and re-runs.
+to a limit of consecutive invalid responses). An action after which the environment reports that
+the agent broke it (`EnvBrokenByAgent`) ends the episode as a failure scored 0 (stop reason
+`env_broken`). `EnvError` and `PolicyError` propagate: they are infrastructure failures, which the
+caller records as env_error and re-runs.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from dataclasses import dataclass, field
 
 from agent_core import actions as A
 from agent_core.compat import parse_output
-from agent_core.env import ActionRejected, Env, Obs
+from agent_core.env import ActionRejected, Env, EnvBrokenByAgent, Obs
 from agent_core.grammar import ActionParseError, format_action
 from agent_core.memory import EpisodeSummary, EpisodicMemory, build_messages, episodic_prompt
 from agent_core.policies.base import EpisodeContext, Policy, PolicyInput, PolicyOutput, PolicyStopped
 from agent_core.prompts import system_prompt
 from agent_core.tasks.runner import PreparedTask, declares_infeasible, evaluate
-from agent_core.trajectory import EpisodeOutcome, StepRecord
+from agent_core.trajectory import CheckResult, EpisodeOutcome, StepRecord
 
 log = logging.getLogger(__name__)
 # The action space a task platform takes (Android sandboxes take the mobile one).
@@ -54,6 +56,8 @@ class _Run:
     final_answer: str = ""
     stop_reason: str = ""
     invalid_run: int = 0
+    broken: str = ""
+    """Why the agent's actions left the environment unusable, if they did."""
 
 
 def run_episode(
@@ -182,6 +186,11 @@ def run_episode(
                 if run.invalid_run >= cfg.max_consecutive_invalid:
                     run.stop_reason = "invalid_limit"
                 break
+            except EnvBrokenByAgent as exc:
+                run.broken = str(exc) or type(exc).__name__
+                record(_acted(step, None, invalid=f"the environment broke under the agent: {run.broken}"))
+                run.stop_reason = "env_broken"
+                break
             run.invalid_run = 0
             record(_acted(step, after))
             obs = after
@@ -190,7 +199,13 @@ def run_episode(
                 # would start a new problem and lose the reward.
                 run.stop_reason = "env_done"
                 break
-    check = evaluate(prepared, env, final_answer=run.final_answer) if score else None
+    check: CheckResult | None = None
+    if run.broken:
+        # Nothing can be read from a broken environment, and nothing there is the task done.
+        detail = {"check": "environment", "score": 0.0, "error": f"broken by the agent: {run.broken}"}
+        check = CheckResult(reward=0.0, details=(detail,))
+    elif score:
+        check = evaluate(prepared, env, final_answer=run.final_answer)
     outcome = EpisodeOutcome(
         stop_reason=run.stop_reason,
         steps=tuple(run.steps),

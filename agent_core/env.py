@@ -25,6 +25,12 @@ class ActionRejected(ValueError):
     mistake, recorded as an invalid step, never an env_error."""
 
 
+class EnvBrokenByAgent(Exception):
+    """The agent's own actions left the environment unusable (what runs in the sandbox kept killing
+    what the sandbox needs, past the restarts it makes): the episode ends there as the agent's
+    failure, scored 0, never an env_error (a re-run with the same seed would only break it again)."""
+
+
 @dataclass(frozen=True)
 class Obs:
     """One observation: the screen (encoded image) and what the sandbox adds to it."""

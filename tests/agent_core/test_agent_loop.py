@@ -6,7 +6,7 @@ import pytest
 
 from agent_core import actions as A
 from agent_core.agent import AgentConfig, run_episode
-from agent_core.env import EnvError
+from agent_core.env import EnvBrokenByAgent, EnvError, Obs
 from agent_core.memory import EpisodeSummary
 from agent_core.policies.base import make_policy
 from tests.agent_core.fakes import FakeEnv, TextPolicy, prepared
@@ -64,6 +64,25 @@ def test_step_budget_and_env_error():
     assert out.stop_reason == "max_steps" and len(out.steps) == 4
     with pytest.raises(EnvError):
         run_episode(FakeEnv(fail_after=2), TextPolicy(clicks), prepared())
+
+
+class BreakingEnv(FakeEnv):
+    """Reports, at its second action, that what runs in it broke it."""
+
+    def act(self, action: A.Action) -> Obs:
+        if len(self.acted) == 1:
+            raise EnvBrokenByAgent("openbox was killed 11 times since the reset")
+        return super().act(action)
+
+
+def test_an_environment_the_agent_broke_ends_the_episode_as_its_failure_not_an_env_error():
+    env = BreakingEnv()
+    env.files["out.txt"] = b"hi"  # the checker would pass: it must not be asked
+    clicks = ["Action: click(start_box='(1,1)')"] * 5
+    out = run_episode(env, TextPolicy(clicks), prepared())
+    assert out.stop_reason == "env_broken" and out.reward == 0.0 and len(out.steps) == 2
+    assert "broke under the agent: openbox was killed" in out.steps[1].invalid_reason
+    assert "broken by the agent" in out.check.details[0]["error"]
 
 
 def test_sdk_results_are_kept_on_the_step():
