@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal
 
 from agent_core import actions as A
 from agent_core.actions import Action, ActionError
-from agent_core.env import ActionRejected
+from agent_core.env import ActionRejected, EnvBrokenByAgent
 from agent_core.env import EnvError as CoreEnvError
 
 ImageFormat = Literal["png", "jpeg"]
@@ -43,6 +43,12 @@ class ActionFailed(SandboxError, ActionRejected):
     """The sandbox refused an agent's action for a reason of the action's own (a path outside the
     workspace or not there, a NUL in a command, an unknown key, an operation the sandbox lacks): the
     agent's invalid step, never an env error."""
+
+
+class SandboxBrokenByAgent(SandboxError, EnvBrokenByAgent):
+    """What runs in the sandbox keeps breaking what the sandbox needs (its window manager, say), past
+    the restarts `Provider.repair` makes: the sandbox is unusable, and that is the agent's doing (its
+    episode fails), not an env error."""
 
 
 class OperationUnsupported(SandboxError):
@@ -119,9 +125,12 @@ class Health:
     """The outcome of a health check: ok, or what is wrong."""
 
     ok: bool
+    """False: the sandbox is broken beyond repair (the pool replaces it)."""
     detail: str = ""
     processes: Mapping[str, bool] = field(default_factory=dict)
     """Process name → alive, for the providers that own processes."""
+    repair: tuple[str, ...] = ()
+    """Parts that died and that `Provider.repair` restarts in place (the pool asks it to)."""
 
 
 class Provider(ABC):
@@ -147,6 +156,12 @@ class Provider(ABC):
     @abstractmethod
     def health(self) -> Health:
         """A cheap liveness check (called often; must not take more than a few ms)."""
+
+    def repair(self) -> list[str]:
+        """Restart, in place, the parts `health().repair` names (a window manager an agent killed);
+        returns what was restarted. EnvError if it cannot; SandboxBrokenByAgent if what runs in the
+        sandbox keeps killing them. Called on the sandbox's own thread."""
+        return []
 
     @abstractmethod
     def reset(self) -> None:
@@ -247,7 +262,7 @@ def perform(provider: Provider, action: Action) -> dict[str, Any] | None:
             return {"written": len(data)}
         provider.act(action)
         return None
-    except (EnvError, ActionRejected):
+    except (EnvError, ActionRejected, EnvBrokenByAgent):
         raise
     except (SandboxError, ActionError) as exc:
         raise ActionFailed(f"{action.kind}: {exc}") from exc

@@ -30,6 +30,7 @@ from sandbox_workers.base import (
     ImageFormat,
     Observation,
     OperationUnsupported,
+    SandboxBrokenByAgent,
     SandboxError,
     SandboxPathError,
     Screenshot,
@@ -52,6 +53,7 @@ ERROR_TYPES: dict[str, type[SandboxError]] = {
     "bad_path": SandboxPathError,
     "action_unsupported": ActionUnsupported,
     "action_failed": ActionFailed,
+    "broken_by_agent": SandboxBrokenByAgent,
     "operation_unsupported": OperationUnsupported,
     "unauthorized": HostAuthError,
 }

@@ -23,7 +23,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sandbox_workers.base import EnvError, Profile, Provider, SandboxError, provider_class
+from sandbox_workers.base import (
+    EnvError,
+    Profile,
+    Provider,
+    SandboxBrokenByAgent,
+    SandboxError,
+    provider_class,
+)
 from sandbox_workers.stats import LatencyLog
 
 log = logging.getLogger(__name__)
@@ -80,6 +87,8 @@ class Lease:
     expires_at: float
     heartbeat_at: float
     broken: str | None = None
+    broken_by_agent: bool = False
+    """Whether what ran in the sandbox broke it (SandboxBrokenByAgent): the holder's failure."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,6 +106,7 @@ class Managed:
     state: State = State.STARTING
     lease_id: str | None = None
     last_error: str = ""
+    repairing: bool = False
     created_at: float = field(default_factory=time.time)
     latency: LatencyLog = field(default_factory=LatencyLog)
 
@@ -130,7 +140,9 @@ class Pool:
         self.sandboxes: dict[str, Managed] = {}
         self.leases: dict[str, Lease] = {}
         self.errors: deque[dict[str, Any]] = deque(maxlen=50)
-        self.counters: dict[str, int] = {"started": 0, "start_failed": 0, "replaced": 0, "expired": 0}
+        self.counters: dict[str, int] = {
+            "started": 0, "start_failed": 0, "replaced": 0, "recycled": 0, "expired": 0, "repaired": 0,
+        }  # fmt: skip
         self.lease_latency = LatencyLog()
         self._freed: dict[str, asyncio.Event] = {name: asyncio.Event() for name in self.configs}
         self._start_failures: dict[str, int] = dict.fromkeys(self.configs, 0)
@@ -258,6 +270,8 @@ class Pool:
             self._end_lease(lease, expired=True)
             raise LeaseNotFound(f"lease {lease_id!r} expired")
         if lease.broken:
+            if lease.broken_by_agent:
+                raise SandboxBrokenByAgent(f"the sandbox of lease {lease_id} is gone: {lease.broken}")
             raise LeaseBroken(f"the sandbox of lease {lease_id} is gone: {lease.broken}")
         return lease
 
@@ -293,8 +307,11 @@ class Pool:
         if m is not None and m.lease_id == lease.id:
             m.lease_id = None
             if m.state == State.LEASED:
-                if recycle or lease.broken:
-                    self._spawn(self._replace(m, lease.broken or "recycled on release"))
+                if lease.broken:
+                    self._spawn(self._replace(m, lease.broken))
+                elif recycle:
+                    # The holder's choice (an abandoned demonstration, say), not a crash of the sandbox.
+                    self._spawn(self._replace(m, "recycled on release", crashed=False))
                 else:
                     self._spawn(self._reset(m))
         self._persist()
@@ -311,6 +328,8 @@ class Pool:
             if isinstance(exc, EnvError):
                 self._break(m, f"{op}: {exc}")
                 raise LeaseBroken(f"the sandbox of lease {lease_id} failed during {op}: {exc}") from exc
+            if isinstance(exc, SandboxBrokenByAgent):
+                self._break(m, f"{op}: {exc}", by_agent=True)
             raise
         except Exception as exc:  # a provider bug or an unexpected library error is an env failure too
             log.exception("%s on %s failed", op, m.id)
@@ -319,11 +338,12 @@ class Pool:
         m.latency.add((time.perf_counter() - started) * 1000, op)
         return result
 
-    def _break(self, m: Managed, reason: str) -> None:
+    def _break(self, m: Managed, reason: str, *, by_agent: bool = False) -> None:
         """Mark the sandbox's lease broken and replace the sandbox."""
         self._record_error(m, reason)
         if m.lease_id and m.lease_id in self.leases:
             self.leases[m.lease_id].broken = reason
+            self.leases[m.lease_id].broken_by_agent = by_agent
         if m.state in (State.IDLE, State.LEASED, State.RESETTING):
             self._spawn(self._replace(m, reason))
 
@@ -350,7 +370,7 @@ class Pool:
         m = self.managed(sandbox_id)
         if m.lease_id and m.lease_id in self.leases:
             self.leases[m.lease_id].broken = "killed by an administrator"
-        await self._replace(m, "killed by an administrator")
+        await self._replace(m, "killed by an administrator", crashed=False)
 
     # --- the pool's own work -------------------------------------------------------------------
 
@@ -431,10 +451,12 @@ class Pool:
         if m.id in self.sandboxes and m.state == State.RESETTING:
             self._become_idle(m)
 
-    async def _replace(self, m: Managed, reason: str) -> None:
+    async def _replace(self, m: Managed, reason: str, *, crashed: bool = True) -> None:
+        """Stop `m` and start another; `crashed` counts it in "replaced" (the crash rate), else in
+        "recycled"."""
         if m.state == State.STOPPING:
             return
-        self.counters["replaced"] += 1
+        self.counters["replaced" if crashed else "recycled"] += 1
         log.warning("replacing sandbox %s: %s", m.id, reason)
         await self._stop(m, reason)
         self.top_up()
@@ -476,7 +498,28 @@ class Pool:
             health = m.provider.health()
             if not health.ok:
                 self._break(m, f"health check failed: {health.detail}")
+            elif health.repair and not m.repairing:
+                m.repairing = True
+                self._spawn(self._repair(m))
         self.top_up()
+
+    async def _repair(self, m: Managed) -> None:
+        """Have the sandbox restart what died that it can restart (on its own thread, between the
+        holder's calls); the lease lives on. A repair that fails breaks it like a crash."""
+        try:
+            restarted = await m.call(m.provider.repair)
+        except SandboxBrokenByAgent as exc:
+            self._break(m, f"repair: {exc}", by_agent=True)
+            return
+        except Exception as exc:  # a failed repair is a crash: replace the sandbox
+            if m.state in (State.IDLE, State.LEASED):  # (not one being reset or stopped meanwhile)
+                self._break(m, f"repair failed: {type(exc).__name__}: {exc}")
+            return
+        finally:
+            m.repairing = False
+        if restarted:
+            self.counters["repaired"] += 1
+            log.warning("sandbox %s restarted %s", m.id, ", ".join(restarted))
 
     # --- persistence across host restarts ------------------------------------------------------
 

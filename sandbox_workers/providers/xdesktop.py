@@ -10,7 +10,13 @@ Not thread-safe: one worker thread per sandbox (as the pool guarantees).
 
 Profile.options: apps (start-up apps, default ["xterm"]; known: xterm, mousepad, pcmanfm, chromium),
 settle_first_ms / settle_quiet_ms / settle_max_ms (see x11.Settle), start_timeout_s (20),
-a11y_timeout_s (10), glx (False: Xvfb without GLX saves ~55 MB).
+a11y_timeout_s (10), glx (False: Xvfb without GLX saves ~55 MB), max_restarts (MAX_RESTARTS).
+
+What an agent can kill from inside is restarted in place (`repair`, which the pool calls when
+`health().repair` names something, and every operation before it runs): the window manager and the
+session bus, x11vnc, and our own X and capture connections (XKillClient reaches them). A start-up
+app that exits is left closed: that is the agent's doing. Past `max_restarts` of one part between
+resets, the sandbox is broken by what runs in it (SandboxBrokenByAgent: the agent's failure).
 
 The uid slot is `Provider.slot` as the pool sets it; a provider made without one (tests, scripts)
 claims a free slot from AUTO_SLOT_BASE up with a claim directory in /run/flywheel-slots.
@@ -43,7 +49,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 
@@ -58,13 +64,16 @@ from sandbox_workers.base import (
     Observation,
     Profile,
     Provider,
+    SandboxBrokenByAgent,
     SandboxError,
+    Screenshot,
     register_provider,
 )
 from sandbox_workers.confine import SANDBOX_HOME, Confinement, SandboxCgroup, SandboxProcess
-from sandbox_workers.x11 import Grabber, Settle, XSession
+from sandbox_workers.x11 import Grabber, Settle, XSession, server_alive
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 STATE_VERSION = 1
 STATE_FILE = "xdesktop-state.json"
@@ -105,6 +114,16 @@ SESSION_ENV = {
     "TERM": "xterm",
 }
 _MOBILE = (A.LongPress, A.OpenApp, A.PressHome, A.PressBack, A.McpCall)
+SESSION_PARTS = ("dbus", "openbox")
+"""The session's own machinery, restarted in place when it dies (an agent can kill the window manager
+from inside: xkill, its menu's Exit); the start-up apps are not: closing one is the agent's doing."""
+MAX_RESTARTS = 10
+"""Restarts of one part between resets (profile option max_restarts); past them, what runs in the
+sandbox is breaking it on purpose."""
+_SESSION_ARGV = {
+    "dbus": ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address=unix:path={RUN_DIR}/bus"],
+    "openbox": ["openbox", "--sm-disable"],
+}
 
 
 @dataclass
@@ -217,6 +236,7 @@ class XDesktopProvider(Provider):
         )
         self.start_timeout = float(opts.get("start_timeout_s", 20))
         self.a11y_timeout = float(opts.get("a11y_timeout_s", 10))
+        self.max_restarts = int(opts.get("max_restarts", MAX_RESTARTS))
         self._claimed_slot = False
         self.conf: Confinement | None = None
         self.cgroup: SandboxCgroup | None = None
@@ -232,6 +252,10 @@ class XDesktopProvider(Provider):
         self.x: XSession | None = None
         self.grabber: Grabber | None = None
         self._stopped = False
+        self._restarts: dict[str, int] = {}
+        """Part → restarts since the last reset (see repair)."""
+        self._resetting = False
+        """Set while reset kills and restarts the session: health() then reports no dead process."""
 
     # --- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -294,16 +318,20 @@ class XDesktopProvider(Provider):
         finally:
             os.close(r)
         self.display = int(data)
-        self.vnc_port = _free_port()
-        vnc = ["x11vnc", "-display", f":{self.display}", "-localhost", "-rfbport", str(self.vnc_port)]
+        self._start_vnc(_free_port())
+        self.x = XSession(f":{self.display}", self.settle_conf)
+        self.grabber = Grabber(f":{self.display}")
+
+    def _start_vnc(self, port: int) -> None:
+        """x11vnc on `port` (not waited for: see _wait_vnc)."""
+        self.vnc_port = port
+        vnc = ["x11vnc", "-display", f":{self.display}", "-localhost", "-rfbport", str(port)]
         # -noshm: x11vnc's SysV segments outlive it when it is SIGKILLed (42 per instance, until the
         # host's segment table is full); polling with plain GetImage costs only while a viewer watches.
         flags = ["-shared", "-forever", "-nopw", "-norc", "-noipv6", "-noshm", "-quiet"]
         popen = self._host_popen("x11vnc", [*vnc, *flags])
         self.vnc = _Proc("x11vnc", popen.pid, confine.process_start_time(popen.pid), popen)
         self._save_state()
-        self.x = XSession(f":{self.display}", self.settle_conf)
-        self.grabber = Grabber(f":{self.display}")
 
     def _host_popen(
         self, name: str, argv: list[str], pass_fds: tuple[int, ...] = ()
@@ -353,37 +381,98 @@ class XDesktopProvider(Provider):
         holder, _ = confine.start_netns_holder(self.conf, cgroup=self.cgroup, timeout=self.start_timeout)
         self.holder = _Proc.of("netns", holder)
         self._save_state()
-        bus = ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address=unix:path={RUN_DIR}/bus"]
-        self.session = [_Proc.of("dbus", self._spawn(bus))]
-        self.session.append(_Proc.of("openbox", self._spawn(["openbox", "--sm-disable"])))
+        self.session = [_Proc.of(part, self._spawn(_SESSION_ARGV[part])) for part in SESSION_PARTS]
         self._save_state()
         deadline = time.monotonic() + self.start_timeout
-        self._wait(lambda: _accepts(run / "bus"), deadline, "the session D-Bus")
+        self._wait(lambda _x: _accepts(run / "bus"), deadline, "the session D-Bus", self.session)
         # Apps start once openbox manages the screen: a window mapped while openbox is still taking
         # over can be lost, and xterm, say, then waits for its map forever.
-        self._wait(lambda: self.x is not None and self.x.wm_running(), deadline, "openbox")
+        self._wait(lambda x: x.wm_running(), deadline, "openbox", self.session)
         names = [p.name for p in self.session]
         for app in self.apps:
             name = app if app not in names else f"{app}#{names.count(app) + 1}"
             names.append(app)
             self.session.append(_Proc.of(name, self._spawn(self._app_argv(app, []))))
             self._save_state()
-        self._wait(lambda: self._have_windows([APPS[a][1] for a in self.apps]), deadline, "the apps' windows")
+        wanted = [APPS[a][1] for a in self.apps]
+        self._wait(lambda x: _have_windows(x, wanted), deadline, "the apps' windows", self.session)
 
-    def _have_windows(self, wanted: list[str]) -> bool:
-        assert self.x is not None
-        classes = [" ".join(w.wm_class).lower() for w in self.x.windows()]
-        for want in wanted:
-            match = next((c for c in classes if want in c), None)
-            if match is None:
-                return False
-            classes.remove(match)
-        return True
+    def _bus_path(self) -> Path:
+        """The session bus socket on the host."""
+        assert self.conf is not None and self.conf.tmp is not None
+        return self.conf.tmp / Path(RUN_DIR).name / "bus"
 
-    def _wait(self, cond: Callable[[], bool], deadline: float, what: str) -> None:
+    def repair(self) -> list[str]:
+        """Restart what died of x11vnc, the session bus and the window manager; returns their names.
+
+        EnvError if Xvfb or the session's namespace holder is gone (a reset restarts those) or a
+        restart fails; SandboxBrokenByAgent past MAX_RESTARTS of a session part since the last reset."""
+        self._require_infra()
+        if self.holder is None or not self.holder.alive():
+            raise EnvError("the sandbox's session is gone (reset restarts it)")
+        dead = self._dead_parts()
+        for name in dead:
+            self._count_restart(name)
+        t0 = time.monotonic()
+        if "x11vnc" in dead:
+            self._restart_vnc()
+        for part in SESSION_PARTS:
+            if part in dead:
+                self._restart_session_part(part)
+        if dead:
+            log.warning("xdesktop %s restarted %s in %.0f ms", self.sandbox_id, ", ".join(dead),
+                        (time.monotonic() - t0) * 1000)  # fmt: skip
+        return dead
+
+    def _dead_parts(self) -> list[str]:
+        """The parts `repair` restarts that are dead now (cheap: a waitpid or /proc read each)."""
+        dead = ["x11vnc"] if self.vnc is not None and not self.vnc.alive() else []
+        return dead + [p.name for p in self.session if p.name in SESSION_PARTS and not p.alive()]
+
+    def _restart_vnc(self) -> None:
+        """x11vnc again, on its port if it is free (the live view's endpoint stays), else on another."""
+        assert self.vnc is not None and self.vnc_port is not None
+        self.vnc.kill()
+        try:
+            self._start_vnc(self.vnc_port)
+            self._wait_vnc()
+        except EnvError:
+            self.vnc.kill()
+            self._start_vnc(_free_port())
+            self._wait_vnc()
+
+    def _restart_session_part(self, part: str) -> None:
+        """`part` again, until it stays up (killed again while it starts: one more restart counted)."""
+        while True:
+            old = next(p for p in self.session if p.name == part)
+            old.kill()  # reaps it, and whatever its namespace still holds
+            if part == "dbus":
+                self._bus_path().unlink(missing_ok=True)
+                # Apps find the AT-SPI bus through this root-window property: the dead bus's is stale.
+                with contextlib.suppress(EnvError):
+                    self._x("atspi", lambda x: (x.root.delete_property(x.atom("AT_SPI_BUS")), x.d.sync()))
+            new = _Proc.of(part, self._spawn(_SESSION_ARGV[part]))
+            self.session[self.session.index(old)] = new
+            self._save_state()
+            deadline = time.monotonic() + self.start_timeout
+            try:
+                if part == "dbus":
+                    self._wait(lambda _x: _accepts(self._bus_path()), deadline, "the session D-Bus", [new])
+                else:
+                    self._wait(lambda x: x.wm_running(), deadline, part, [new])
+                return
+            except EnvError:
+                if new.alive() or not self.xvfb or not self.xvfb.alive():
+                    raise
+            self._count_restart(part)
+
+    def _wait(
+        self, cond: Callable[[XSession], bool], deadline: float, what: str, watch: Sequence[_Proc]
+    ) -> None:
+        """Until `cond(x)` holds; EnvError if Xvfb or a process of `watch` dies first, or at `deadline`."""
         while True:
             self._require_infra()
-            for p in self.session:
+            for p in watch:
                 if not p.alive():
                     raise EnvError(
                         f"{p.why_dead()} while waiting for {what}: {self._log_tail('session.log')}"
@@ -428,32 +517,95 @@ class XDesktopProvider(Provider):
         return data.decode("utf-8", "replace").strip() or "(empty log)"
 
     def health(self) -> Health:
-        """Which of the sandbox's processes live (no X round trip: a few waitpid/proc reads)."""
+        """Which of the sandbox's processes live (no X round trip: a few waitpid/proc reads).
+
+        Broken (not ok) only when Xvfb or the namespace holder is gone; a dead x11vnc, session bus or
+        window manager is named in `repair`, and a start-up app that exited (closed by the agent) is
+        only noted."""
+        if self._resetting:
+            # Its processes die and restart on purpose now (a restore under a lease, say); the reset
+            # raises if it fails.
+            return Health(ok=True, detail="resetting")
         procs = [p for p in (self.xvfb, self.vnc, self.holder) if p is not None] + self.session
         if not procs:
             return Health(ok=False, detail="not started")
         alive = {p.name: p.alive() for p in procs}
+        fatal = [p.why_dead() for p in (self.xvfb, self.holder) if p is not None and not alive[p.name]]
+        repair = tuple(self._dead_parts())
+        closed = [p.why_dead() for p in self.session if p.name not in SESSION_PARTS and not alive[p.name]]
         notes = []
-        dead = [p.why_dead() for p in procs if not alive[p.name]]
-        if dead:
-            notes.append("died: " + "; ".join(dead))
+        if fatal:
+            notes.append("died: " + "; ".join(fatal))
+        if repair:
+            notes.append("to restart: " + ", ".join(repair))
+        if closed:
+            notes.append("closed: " + "; ".join(closed))
         if self.cgroup is None:
             notes.append("no cgroup on this host: memory and pids limited by rlimits only")
         alive.update({f"launched:{p.name}": p.alive() for p in self.launched})
-        return Health(ok=not dead, detail="; ".join(notes), processes=alive)
+        return Health(ok=not fatal, detail="; ".join(notes), processes=alive, repair=repair)
 
     def _require_infra(self) -> None:
-        """EnvError now if Xvfb or x11vnc is dead (rather than hanging on them)."""
+        """EnvError now if Xvfb is dead (rather than hanging on it)."""
         if self._stopped or self.xvfb is None or self.vnc is None:
             raise EnvError("the sandbox is not running")
-        for p in (self.xvfb, self.vnc):
-            if not p.alive():
-                raise EnvError(f"{p.why_dead()}: the desktop is broken (reset restarts it)")
+        if not self.xvfb.alive():
+            raise EnvError(f"{self.xvfb.why_dead()}: the desktop is broken (reset restarts it)")
 
-    def _x(self, what: str, fn: Callable[[], Any]) -> Any:
-        if self.x is None:
+    def _ready(self) -> None:
+        """Before an operation: EnvError if Xvfb is dead; first restarts what `repair` restarts."""
+        self._require_infra()
+        if self._dead_parts():
+            self.repair()
+
+    def _x(self, what: str, fn: Callable[[XSession], T]) -> T:
+        """`fn` on our X connection; once more on a new connection if the old one was cut (something
+        in the sandbox can XKillClient it) while the server lives."""
+        old = self.x
+        if old is None:
             raise EnvError("no X connection")
-        return self.x.call(what, fn)
+        try:
+            return old.call(what, lambda: fn(old))
+        except EnvError:
+            if not self._x_cut(old):
+                raise
+        self._count_restart("x-connection")
+        log.warning("xdesktop %s: its X connection was cut; reconnecting", self.sandbox_id)
+        old.close()
+        new = self.x = XSession(f":{self.display}", self.settle_conf)
+        return new.call(what, lambda: fn(new))
+
+    def _x_cut(self, x: XSession) -> bool:
+        """Whether `x` lost its connection while Xvfb still serves others."""
+        if self.xvfb is None or not self.xvfb.alive() or not server_alive(f":{self.display}"):
+            return False
+        try:
+            x.call("ping", x.d.get_input_focus)
+        except EnvError:
+            return True
+        return False
+
+    def _count_restart(self, part: str) -> None:
+        count = self._restarts[part] = self._restarts.get(part, 0) + 1
+        if count > self.max_restarts:
+            why = f"{part} died {count} times since the sandbox was reset"
+            if part == "x11vnc":  # outside the sandbox: it can die of its own
+                raise EnvError(why)
+            raise SandboxBrokenByAgent(f"{why}: what runs in the sandbox keeps killing it")
+
+    def _grab(self, fmt: ImageFormat, quality: int) -> Screenshot:
+        """A screenshot; once more on a new capture connection if the old one was cut."""
+        assert self.grabber is not None
+        try:
+            return self.grabber.screenshot(fmt, quality)
+        except Exception:
+            if self.xvfb is None or not self.xvfb.alive() or not server_alive(f":{self.display}"):
+                raise
+        self._count_restart("capture-connection")
+        log.warning("xdesktop %s: its capture connection was cut; reconnecting", self.sandbox_id)
+        self.grabber.close()
+        self.grabber = Grabber(f":{self.display}")
+        return self.grabber.screenshot(fmt, quality)
 
     def _kill_sandbox(self) -> None:
         """Kill every process inside the sandbox (not Xvfb, x11vnc)."""
@@ -477,16 +629,24 @@ class XDesktopProvider(Provider):
         apps. Xvfb and x11vnc keep running (restarted only if dead)."""
         if self.conf is None or self._stopped:
             raise EnvError("the sandbox is not started")
+        self._resetting = True
+        try:
+            self._reset(_after_wipe)
+        finally:
+            self._resetting = False
+
+    def _reset(self, _after_wipe: Callable[[], None] | None) -> None:
+        assert self.conf is not None
         t0 = time.monotonic()
-        infra_ok = all(p is not None and p.alive() for p in (self.xvfb, self.vnc))
-        if infra_ok and self.x is not None:
-            x = self.x
+        self._restarts.clear()
+        infra_ok = self.xvfb is not None and self.xvfb.alive() and self.x is not None
+        if infra_ok:
             with contextlib.suppress(EnvError):
-                x.call("release", x.release_all)
+                self._x("release", lambda x: x.release_all())
             # AT-SPI clients find their bus through this root-window property; the killed session's
             # bus is gone, and a stale address would leave every new app without accessibility.
             with contextlib.suppress(EnvError):
-                x.call("atspi", lambda: (x.root.delete_property(x.atom("AT_SPI_BUS")), x.d.sync()))
+                self._x("atspi", lambda x: (x.root.delete_property(x.atom("AT_SPI_BUS")), x.d.sync()))
         self._kill_sandbox()
         t1 = time.monotonic()
         confine.wipe_dir(self.conf.workspace)
@@ -499,12 +659,16 @@ class XDesktopProvider(Provider):
             self._kill_infra()
             self._start_x()
         self._start_session()
+        vnc_dead = self.vnc is not None and not self.vnc.alive()
         if not infra_ok:
             self._wait_vnc()
+        elif vnc_dead:
+            self._restart_vnc()
         log.info(
             "xdesktop %s reset in %.0f ms (kill %.0f, wipe %.0f, start %.0f)%s",
             self.sandbox_id, (time.monotonic() - t0) * 1000, (t1 - t0) * 1000, (t2 - t1) * 1000,
-            (time.monotonic() - t2) * 1000, "" if infra_ok else ", Xvfb and x11vnc restarted",
+            (time.monotonic() - t2) * 1000,
+            ", Xvfb and x11vnc restarted" if not infra_ok else ", x11vnc restarted" if vnc_dead else "",
         )  # fmt: skip
 
     def stop(self) -> None:
@@ -538,9 +702,8 @@ class XDesktopProvider(Provider):
     # --- stepping -------------------------------------------------------------------------------
     def observe(self, *, fmt: ImageFormat = "png", a11y: bool = False, quality: int = 80) -> Observation:
         """A screenshot now (and the AT-SPI tree as text when asked)."""
-        self._require_infra()
-        assert self.grabber is not None
-        shot = self.grabber.screenshot(fmt, quality)
+        self._ready()
+        shot = self._grab(fmt, quality)
         return Observation(
             screenshot=shot, a11y=self._a11y_tree() if a11y else None, info={"display": f":{self.display}"}
         )
@@ -560,14 +723,12 @@ class XDesktopProvider(Provider):
         if isinstance(action, A.FileWrite):
             self.put_file(action.path, action.content.encode())
             return
-        self._require_infra()
+        self._ready()
         if isinstance(action, A.Wait):
             time.sleep(action.seconds)
             return
-        x = self.x
-        assert x is not None
 
-        def run() -> None:
+        def run(x: XSession) -> None:
             x.arm()
             _input(x, action)
             x.settle()
@@ -580,7 +741,7 @@ class XDesktopProvider(Provider):
     ) -> ExecResult:
         """Run a command in the sandbox (a string through bash) in /home/user, with the desktop's
         environment (DISPLAY=:0: it may open windows). Background children outlive it until reset."""
-        self._require_infra()
+        self._ready()
         if self.holder is None or not self.holder.alive():
             raise EnvError("the sandbox's session is gone (reset restarts it)")
         t0 = time.monotonic()
@@ -594,7 +755,9 @@ class XDesktopProvider(Provider):
         init = proc.init_pid(timeout=0)
         if init is not None and confine.same_process(init, None):
             # Its pid namespace lives on (something went to the background): track it for reset.
-            self.launched.append(_Proc("exec", init, confine.process_start_time(init), None, init, None))
+            # Its start time guards the kill at reset: by then the pid may belong to another process.
+            started = confine.process_start_time(init)
+            self.launched.append(_Proc("exec", init, started, None, init, started))
             self._save_state()
         return result
 
@@ -650,27 +813,24 @@ class XDesktopProvider(Provider):
                 str(params.get("app", "")), args, float(params.get("timeout", self.start_timeout))
             )
         if method == "a11y":
-            self._require_infra()
+            self._ready()
             return {"tree": self._a11y_tree()}
         if method == "windows":
-            self._require_infra()
-            assert self.x is not None
-            return {"windows": [w.to_dict() for w in self._x("windows", self.x.windows)]}
+            self._ready()
+            return {"windows": [w.to_dict() for w in self._x("windows", lambda x: x.windows())]}
         return super().call(method, params)
 
     def _launch(self, app: str, args: list[str], timeout: float) -> dict[str, Any]:
         if app not in APPS:
             raise SandboxError(f"unknown app {app!r}; valid: {', '.join(sorted(APPS))}")
-        self._require_infra()
-        x = self.x
-        assert x is not None
-        before = {w.id for w in self._x("windows", x.windows)}
+        self._ready()
+        before = {w.id for w in self._x("windows", lambda x: x.windows())}
         proc = _Proc.of(app, self._spawn(self._app_argv(app, args)))
         self.launched.append(proc)
         self._save_state()
         deadline = time.monotonic() + timeout
         while True:
-            new = [w for w in self._x("windows", x.windows) if w.id not in before]
+            new = [w for w in self._x("windows", lambda x: x.windows()) if w.id not in before]
             mine = [w for w in new if APPS[app][1] in " ".join(w.wm_class).lower()]
             if mine or time.monotonic() > deadline:
                 return {"app": app, "pid": proc.pid, "window": mine[-1].to_dict() if mine else None}
@@ -770,7 +930,9 @@ class XDesktopProvider(Provider):
             uid = state["uid"]
         except (KeyError, TypeError, ValueError) as exc:
             raise EnvError(f"bad xdesktop state: {exc!r}") from exc
-        gone = [p.name for p in (self.xvfb, self.vnc, self.holder, *self.session) if not p.alive()]
+        # What repair restarts (x11vnc, the session bus, openbox) may be dead: the first operation
+        # restarts it. Xvfb or the namespace holder gone is a lost sandbox.
+        gone = [p.name for p in (self.xvfb, self.holder) if not p.alive()]
         if not confine.same_process(self.holder.init_pid, self.holder.init_start):
             gone.append("netns")
         if gone:
@@ -850,6 +1012,17 @@ def _input(x: XSession, action: A.Action) -> None:
         x.type_text(action.content)
     else:
         raise ActionUnsupported(f"{action.kind} is not an action of the X desktop")
+
+
+def _have_windows(x: XSession, wanted: list[str]) -> bool:
+    """Whether a window of each WM_CLASS substring in `wanted` is managed (one window per entry)."""
+    classes = [" ".join(w.wm_class).lower() for w in x.windows()]
+    for want in wanted:
+        match = next((c for c in classes if want in c), None)
+        if match is None:
+            return False
+        classes.remove(match)
+    return True
 
 
 def _accepts(path: Path) -> bool:

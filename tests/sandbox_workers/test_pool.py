@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,12 +17,14 @@ import pytest
 
 from agent_core.actions import Action, Click
 from sandbox_workers.base import (
+    EnvBrokenByAgent,
     EnvError,
     ExecResult,
     Health,
     Observation,
     Profile,
     Provider,
+    SandboxBrokenByAgent,
     SandboxError,
     Screenshot,
 )
@@ -41,6 +44,9 @@ class FakeProvider(Provider):
         self.resets = 0
         self.actions: list[Action] = []
         self.explode: Exception | None = None
+        self.dead_parts: tuple[str, ...] = ()
+        self.repair_error: Exception | None = None
+        self.repair_threads: list[str] = []
 
     def start(self) -> None:
         if self.fail_start:
@@ -50,7 +56,15 @@ class FakeProvider(Provider):
         RUNNING[self.sandbox_id] = self
 
     def health(self) -> Health:
-        return Health(ok=self.alive, detail="" if self.alive else "Xvfb exited (signal 9)")
+        detail = "" if self.alive else "Xvfb exited (signal 9)"
+        return Health(ok=self.alive, detail=detail, repair=self.dead_parts)
+
+    def repair(self) -> list[str]:
+        self.repair_threads.append(threading.current_thread().name)
+        if self.repair_error is not None:
+            raise self.repair_error
+        restarted, self.dead_parts = list(self.dead_parts), ()
+        return restarted
 
     def reset(self) -> None:
         self.resets += 1
@@ -216,6 +230,48 @@ def test_a_crashed_sandbox_breaks_its_lease_and_is_replaced(tmp_path):
         assert [m.state for m in pool.sandboxes.values()] == [State.IDLE]
         assert pool.errors[-1]["message"].startswith("health check failed")
         await pool.release(lease.id)  # releasing a broken lease is fine
+        await pool.shutdown()
+
+    run(go())
+
+
+def test_what_died_and_can_be_restarted_is_repaired_on_the_sandbox_thread_and_the_lease_lives(tmp_path):
+    async def go():
+        pool = make_pool(tmp_path, min_idle=1, max_total=2)
+        await pool.start()
+        await pool.wait_warm(5)
+        lease = await pool.acquire("desk", holder="a", ttl_s=60)
+        await settle(pool)
+        sandbox = RUNNING[lease.sandbox_id]
+        sandbox.dead_parts = ("openbox",)  # as if the agent killed the window manager
+        pool.reap()
+        await settle(pool)
+        assert sandbox.repair_threads and sandbox.repair_threads[0].startswith(lease.sandbox_id)
+        assert pool.counters["repaired"] == 1 and pool.counters["replaced"] == 0
+        await pool.run(lease.id, "act", lambda p: p.act(Click(x=1, y=1)))  # the lease lives on
+        # A sandbox whose own contents keep breaking it: the holder's failure, not an env error.
+        sandbox.dead_parts, sandbox.repair_error = ("openbox",), SandboxBrokenByAgent("openbox died 11 times")
+        pool.reap()
+        await settle(pool)
+        with pytest.raises(SandboxBrokenByAgent, match="openbox died 11 times") as err:
+            await pool.run(lease.id, "observe", lambda p: p.observe())
+        assert isinstance(err.value, EnvBrokenByAgent) and not isinstance(err.value, EnvError)
+        assert lease.sandbox_id not in pool.sandboxes
+        await pool.release(lease.id)
+        await pool.shutdown()
+
+    run(go())
+
+
+def test_a_recycle_on_release_is_not_counted_as_a_crash(tmp_path):
+    async def go():
+        pool = make_pool(tmp_path, min_idle=1, max_total=2)
+        await pool.start()
+        await pool.wait_warm(5)
+        lease = await pool.acquire("desk", holder="an abandoned demonstration", ttl_s=60)
+        await pool.release(lease.id, recycle=True)
+        await settle(pool)
+        assert pool.counters["recycled"] == 1 and pool.counters["replaced"] == 0
         await pool.shutdown()
 
     run(go())
