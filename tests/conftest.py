@@ -57,6 +57,14 @@ def make_personas() -> Personas:
     )
 
 
+@pytest.fixture(autouse=True)
+def _empty_cache() -> None:
+    """Each test starts with no login attempts counted and no live ticket used."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def personas(db: None) -> Personas:
     return make_personas()

@@ -177,6 +177,16 @@ CHANNEL_LAYERS = {
     }
 }
 
+# The cache every web process shares: login attempt counts and used live tickets live here.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env_str("CHANNELS_PREFIX", "flywheel"),
+        "OPTIONS": {"socket_timeout": 5, "socket_connect_timeout": 5},
+    }
+}
+
 # --- Celery -----------------------------------------------------------------------------------------
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = "django-db"
@@ -199,6 +209,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Login throttling (webapp/accounts/throttle.py): attempts per username and per client address in a
+# window that opens with the first; past either limit every attempt waits for the window to close.
+LOGIN_MAX_FAILURES_PER_USER = env_int("LOGIN_MAX_FAILURES_PER_USER", 10, minimum=1)
+LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("LOGIN_MAX_FAILURES_PER_ADDRESS", 50, minimum=1)
+LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

@@ -1,6 +1,10 @@
 from django.contrib import admin
 
 from webapp.accounts.models import ApiToken
+from webapp.accounts.throttle import ThrottledAdminAuthenticationForm
+
+# The admin's login checks passwords too: the same throttling as the login page.
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 
 @admin.register(ApiToken)

@@ -12,11 +12,19 @@ from webapp.accounts.access import page_requires
 from webapp.accounts.models import ApiToken
 from webapp.accounts.selectors import api_tokens_of
 from webapp.accounts.services import api_token_create, api_token_revoke
+from webapp.accounts.throttle import ThrottledAuthenticationForm
 
 
 class LoginView(auth_views.LoginView):
     template_name = "accounts/login.html"
     redirect_authenticated_user = True
+    form_class = ThrottledAuthenticationForm
+
+    def form_invalid(self, form: ThrottledAuthenticationForm) -> HttpResponse:
+        response = super().form_invalid(form)
+        if form.throttled:
+            response.status_code = 429
+        return response
 
 
 @require_GET

@@ -2,19 +2,22 @@
 
 The page asks for a ticket over a CSRF-checked POST; the WebSocket presents it in its query string.
 A ticket names the user, a hash of their session key, the sandbox, the mode and the transport, so a
-leaked URL is useless to anyone else, in another session, for another sandbox or after a minute.
+leaked URL is useless to anyone else, in another session, for another sandbox or after a minute; and
+it opens one socket only, so it is useless once used.
 Rights are checked again when the socket connects: they may have been lost since the ticket was made.
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core import signing
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 
 from webapp.sandboxes.models import Sandbox
@@ -64,14 +67,28 @@ def ticket_issue(*, user: Any, session_key: str | None, sandbox: Sandbox, mode: 
         "m": mode,
         "t": transport,
         "i": round(time.time(), 3),
+        "n": secrets.token_urlsafe(9),  # two tickets asked for at once are still two tickets
     }
     return signing.dumps(payload, salt=SALT, compress=False)
+
+
+def _spend(ticket: str) -> None:
+    """Mark `ticket` used, atomically in the cache every web process shares; TicketError if it was.
+
+    The mark outlives the ticket, so a ticket cannot be replayed once its mark expires either.
+    """
+    key = f"live-ticket:{hashlib.sha256(ticket.encode()).hexdigest()[:40]}"
+    if not cache.add(key, 1, timeout=settings.LIVE_TICKET_SECONDS + 60):
+        raise TicketError("already used")
 
 
 def ticket_check(
     *, ticket: str, user: Any, session_key: str | None, sandbox_id: int, transport: str
 ) -> TicketClaims:
-    """The claims of a valid ticket for this user, session, sandbox and transport; else TicketError."""
+    """The claims of a valid ticket for this user, session, sandbox and transport; else TicketError.
+
+    A ticket opens one socket: checking it spends it (a reconnecting page asks for a new one).
+    """
     if not ticket:
         raise TicketError("no ticket")
     try:
@@ -96,6 +113,7 @@ def ticket_check(
         raise TicketError("no longer allowed to see this sandbox")
     if data["m"] == CONTROL and access != CONTROL:
         raise TicketError("no longer allowed to control this sandbox")
+    _spend(ticket)
     return TicketClaims(
         user_id=user.pk, sandbox_id=sandbox_id, mode=data["m"], transport=transport, issued_at=data["i"]
     )

@@ -297,3 +297,68 @@ def test_sockets_admit_only_a_fitting_ticket(sockets, transport):
     if transport == "vnc":
         # The right ticket gets past admission; the host at port 9 does not answer.
         assert close_code(path, carol) == 4502
+
+
+def test_a_ticket_opens_one_socket_and_a_reconnect_takes_a_fresh_one(sockets):
+    people, sandbox, _, _ = sockets
+    carol = session_of(people.researcher)
+
+    def fresh() -> str:  # what the page does before every (re)connect
+        response = carol.post(
+            reverse("sandboxes:ticket", args=[sandbox.pk]), {"mode": "view", "transport": "vnc"}
+        )
+        assert response.status_code == 200, response.content
+        return response.json()["ticket"]
+
+    first = fresh()
+    path = f"/ws/sandboxes/{sandbox.pk}/vnc/?ticket={first}"
+    # Admitted (the host at port 9 does not answer: 4502, the code the page reconnects on) ...
+    assert close_code(path, carol) == 4502
+    # ... once: the same ticket again is refused, however soon.
+    assert close_code(path, carol) == 4403
+    with pytest.raises(TicketError, match="already used"):
+        ticket_check(ticket=first, user=people.researcher, session_key=key_of(carol), sandbox_id=sandbox.pk,
+                     transport="vnc")  # fmt: skip
+    second, third = fresh(), fresh()
+    assert len({first, second, third}) == 3  # even asked for in the same millisecond
+    assert close_code(f"/ws/sandboxes/{sandbox.pk}/vnc/?ticket={second}", carol) == 4502
+    assert close_code(f"/ws/sandboxes/{sandbox.pk}/vnc/?ticket={third}", carol) == 4502
+
+
+@pytest.mark.slow
+def test_a_ticket_presented_at_once_to_two_processes_opens_one_socket(world, settings):
+    # The used mark is an atomic add in the cache every web process shares: the real Redis here.
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    import redis
+    from django.db import connection
+
+    prefix = f"test-{uuid.uuid4().hex}"
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": settings.REDIS_URL,
+                    "KEY_PREFIX": prefix}
+    }  # fmt: skip
+    people, sandbox, _, _ = world
+    carol = session_of(people.researcher)
+    t = ticket_issue(user=people.researcher, session_key=key_of(carol), sandbox=sandbox, mode="view",
+                     transport="vnc")  # fmt: skip
+
+    def present(_: int) -> str:
+        try:
+            ticket_check(ticket=t, user=people.researcher, session_key=key_of(carol), sandbox_id=sandbox.pk,
+                         transport="vnc")  # fmt: skip
+            return "admitted"
+        except TicketError as exc:
+            return exc.reason
+        finally:
+            connection.close()
+
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            outcomes = sorted(pool.map(present, range(8)))
+    finally:
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        for key in client.scan_iter(f"{prefix}:*"):
+            client.delete(key)
+    assert outcomes == ["admitted"] + ["already used"] * 7
