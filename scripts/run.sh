@@ -3,6 +3,9 @@
 # Every process it starts is in its own process group and is stopped on exit, whatever the cause.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Everything the platform writes (the database and its sessions, keys, logs, screenshots, exports) is
+# its user's alone: files 0600, folders 0700. Settings and the database config enforce it too.
+umask 077
 started=$(date +%s%N)
 scripts/setup.sh run
 
@@ -81,7 +84,10 @@ start worker-rollouts .venv/bin/celery -A webapp worker -Q rollouts,datasets -n 
 start worker-interactive .venv/bin/celery -A webapp worker -Q interactive,sandboxes -n "interactive@%h" --concurrency 2 -l INFO
 start worker-training .venv/bin/celery -A webapp worker -Q training -n "training@%h" --concurrency 1 -l INFO
 start beat .venv/bin/celery -A webapp beat -l INFO -s "$VAR/celerybeat-schedule"
-start sandbox-host $PY -m sandbox_workers.host --bind 127.0.0.1 --port "$SANDBOX_HOST_PORT" \
+# The sandbox host runs each sandbox as a uid of its own, which must reach the sandbox's root: the host
+# keeps the usual umask (022); its log, made here, stays private.
+start sandbox-host sh -c 'umask 022; exec "$@"' sandbox-host \
+  $PY -m sandbox_workers.host --bind 127.0.0.1 --port "$SANDBOX_HOST_PORT" \
   --name "${SANDBOX_HOST_NAME:-local}" --web-url "http://127.0.0.1:$PORT" --var-dir "$VAR/sandbox-host"
 
 for _ in $(seq 1 100); do

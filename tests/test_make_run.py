@@ -79,6 +79,15 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
         # The demo data hold a local policy, so training can be launched from the UI at once.
         training = opener.open(f"{base}/training/").read().decode()
         assert re.search(r'<select name="base_policy"[^>]*>.*?>tiny-base</option>', training, re.S), training
+        # What holds sessions and secrets is the platform user's alone (a session was just written).
+        var = tmp_path / "var"
+        private = ["db.sqlite3", "demo-credentials.json", "log/web.log"]
+        # SQLite's -wal and -shm exist while a connection is open; run.sh writes the keys only when the
+        # environment does not give them.
+        private += [n for n in ("db.sqlite3-wal", "db.sqlite3-shm") if (var / n).exists()]
+        keys = {"secret_key": "SECRET_KEY", "sandbox-host-token": "SANDBOX_HOST_TOKEN"}
+        private += [name for name, setting in keys.items() if not env.get(setting)]
+        assert {n: oct((var / n).stat().st_mode & 0o777) for n in private} == dict.fromkeys(private, "0o600")
 
         # The sandbox host registered and warmed its desktop and browser pools.
         def pools_warm() -> bool:

@@ -6,8 +6,10 @@ deployment fails at start-up instead of silently falling back to a default.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -104,6 +106,32 @@ def env_url(
     return value
 
 
+def private_dir(path: Path) -> None:
+    """Create `path` and any missing parent as folders only this user may open (0700)."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+
+
+def private_sqlite(path: Path) -> None:
+    """The SQLite database (sessions and all) and its -wal and -shm files, readable by this user only.
+
+    SQLite creates a database with the process's umask (0644 under the usual 022) and gives its -wal
+    and -shm files the database's mode: creating the empty database 0600 before the first connection
+    makes all three private, and an existing one (an older install) is made private here.
+    """
+    if str(path) in ("", ":memory:") or str(path).startswith("file:"):
+        return
+    private_dir(path.parent)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError, PermissionError):  # absent, or not ours to change
+            if file.stat().st_mode & 0o077:
+                file.chmod(0o600)
+
+
 def database_config(url: str, *, var_dir: Any, conn_max_age: int) -> dict[str, Any]:
     """Django DATABASES['default'] for a sqlite:/// or postgres:// URL.
 
@@ -116,6 +144,7 @@ def database_config(url: str, *, var_dir: Any, conn_max_age: int) -> dict[str, A
     if scheme == "sqlite":
         path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
         name = path or str(var_dir / "db.sqlite3")
+        private_sqlite(Path(name))
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": name,

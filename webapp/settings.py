@@ -237,6 +237,10 @@ STORAGES = {
     },
 }
 MEDIA_ROOT = STORAGES["default"]["OPTIONS"]["location"]
+# Screenshots of people's sessions are served only through access checks: on disk, the platform's
+# user alone reads them.
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 WHITENOISE_USE_FINDERS = DEBUG
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("UPLOAD_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
 

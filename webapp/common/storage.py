@@ -10,12 +10,15 @@ from pathlib import Path
 from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, default_storage
 
+from webapp.env import private_dir
+
 
 class ContentAddressedStorage(FileSystemStorage):
     """Files are named by the SHA-256 of their bytes; saving the same bytes twice stores one file.
 
     Writes go to a temporary file in the same folder and are renamed into place, so a reader
     never sees a half-written screenshot and a killed writer leaves no partial file under the name.
+    Files and folders are the platform user's alone (FILE_UPLOAD_PERMISSIONS, 0700 folders).
     """
 
     def get_available_name(self, name: str, max_length: int | None = None) -> str:
@@ -25,13 +28,13 @@ class ContentAddressedStorage(FileSystemStorage):
         full = Path(self.path(name))
         if full.exists():
             return name
-        full.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(full.parent)
         fd, tmp = tempfile.mkstemp(dir=full.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as out:
                 for chunk in content.chunks():  # type: ignore[attr-defined]
                     out.write(chunk)
-            os.chmod(tmp, 0o644)
+            os.chmod(tmp, self.file_permissions_mode or 0o600)
             os.replace(tmp, full)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

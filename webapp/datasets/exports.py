@@ -32,6 +32,7 @@ from webapp.common.params import parse_whole
 from webapp.datasets.models import DatasetExport, DatasetVersion
 from webapp.datasets.routing import trajectories
 from webapp.datasets.services import DatasetError, version_usable
+from webapp.env import private_dir
 from webapp.episodes.models import Episode
 
 log = logging.getLogger(__name__)
@@ -171,7 +172,8 @@ def export_run(*, export_id: int) -> DatasetExport | None:
     export = DatasetExport.objects.select_related("version__dataset").get(pk=export_id)
     tmp = _tmp_dir(export.pk)
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    private_dir(tmp.parent)  # an export is training data: the platform user's alone
+    tmp.mkdir(mode=0o700)
     try:
         manifest = _write(export, tmp)
         final = exports_dir() / str(export.pk)

@@ -105,7 +105,9 @@ def test_seed_demo_is_idempotent_and_prints_working_credentials(tiny_builds):
     call_command("seed_demo", stdout=second)
     assert first.getvalue() == second.getvalue()
     assert Task.objects.count() == n_tasks > 0
-    creds = json.loads((settings.VAR_DIR / "demo-credentials.json").read_text())
+    creds_path = settings.VAR_DIR / "demo-credentials.json"
+    assert creds_path.stat().st_mode & 0o777 == 0o600
+    creds = json.loads(creds_path.read_text())
     for username in ("admin", "annotator", "reviewer", "researcher"):
         assert f"{username}" in first.getvalue() and creds[username] in first.getvalue()
         assert authenticate(username=username, password=creds[username]) is not None

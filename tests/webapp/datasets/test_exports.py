@@ -306,3 +306,13 @@ def test_export_options_from_a_form_refuse_what_int_cannot_read(sft_version: Dat
     with pytest.raises(DatasetError, match="not a number that large"):
         ex.export_options_clean({"last_n": 10**5000})
     assert ex.export_options_clean({"last_n": " 7 "})["last_n"] == 7
+
+
+def test_an_export_is_private_to_the_platform_user(sft_version: DatasetVersion, exports_dir: Path) -> None:
+    old = os.umask(0o022)  # what a worker started from a shell would have
+    try:
+        done = _run(sft_version, "sft", "jsonl")
+    finally:
+        os.umask(old)
+    for folder in (exports_dir, exports_dir / done.path):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder

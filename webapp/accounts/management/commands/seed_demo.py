@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from webapp.annotation.models import Assignment
 from webapp.annotation.services import assignment_create
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_load
+from webapp.env import private_dir
 from webapp.training.models import PolicyVersion
 
 DEMO_USERS = {
@@ -79,9 +81,14 @@ class Command(BaseCommand):
         if not Assignment.objects.filter(annotator=annotator).exists():
             for task in Task.objects.filter(slug__in=DEMO_ASSIGNMENTS):
                 assignment_create(task=task, annotator=annotator, note="demo assignment")
-        creds_path.parent.mkdir(parents=True, exist_ok=True)
-        creds_path.write_text(json.dumps(creds, indent=2))
-        creds_path.chmod(0o600)
+        # Written private from the first byte (0600, then renamed over the old file): never readable
+        # by others, not even between a write and a chmod.
+        private_dir(creds_path.parent)
+        tmp = creds_path.with_name(f".{creds_path.name}.tmp")
+        tmp.unlink(missing_ok=True)
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(json.dumps(creds, indent=2))
+        os.replace(tmp, creds_path)
         self.stdout.write("Demo accounts (also in var/demo-credentials.json):")
         for username, roles in DEMO_USERS.items():
             self.stdout.write(f"  {username:<11} {creds[username]:<20} {', '.join(r.value for r in roles)}")
