@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -139,9 +139,12 @@ def task_recheck(request: HttpRequest, task_id: int) -> HttpResponse:
     verification_request(task=task)
     messages.success(request, f"Checking {task.slug} again on the rollout workers.")
     target = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+    # Only a path on this site: redirect() would read anything else ("-1") as a view name (a 500).
+    if not target.startswith("/") or not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}
+    ):
         target = reverse("catalog:task_detail", args=[task.pk])
-    return redirect(target)
+    return HttpResponseRedirect(target)
 
 
 @require_POST

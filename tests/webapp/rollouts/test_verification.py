@@ -102,6 +102,10 @@ def test_tasks_pages_show_why_a_check_failed_and_permitted_users_recheck(
     # Somewhere else is not where a re-check sends anyone.
     resp = client_for("researcher").post(recheck, {"next": "https://evil.example/"})
     assert resp["Location"] == reverse("catalog:task_detail", args=[task.pk])
+    # Nor is a `next` that is no path (redirect() read it as a view name: a 500).
+    for junk in ("-1", "nan", "catalog:task_list"):
+        resp = client_for("researcher").post(recheck, {"next": junk})
+        assert resp.status_code == 302 and resp["Location"] == reverse("catalog:task_detail", args=[task.pk])
 
 
 def test_tasks_verify_unverified_hands_over_every_task_without_a_verdict(
