@@ -202,6 +202,15 @@ def validate_config(algorithm: str, raw: Mapping[str, Any] | None) -> dict[str, 
                 f"got {out['eps_high']:g}",
             )
         )
+    pretrain = out.get("value_pretrain_steps")
+    if algorithm == "ppo" and "iterations" in out and pretrain is not None and pretrain >= out["iterations"]:
+        errors.append(
+            ConfigError(
+                "value_pretrain_steps",
+                f"must be below iterations ({out['iterations']}): those first iterations train only "
+                f"the critic, so the policy would never train, got {pretrain}",
+            )
+        )
     if algorithm == "grpo" and {"min_rollouts", "max_rollouts"} <= set(out):
         if out["min_rollouts"] > out["max_rollouts"]:
             errors.append(

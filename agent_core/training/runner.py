@@ -25,7 +25,7 @@ import random
 import shutil
 import time
 import traceback
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +36,9 @@ from agent_core.training.tiny_policy import LINEAGE_FILE
 from agent_core.training.types import Hooks, RLEpisode, RLTurn, RolloutSource, RunResult, RunSpec, SFTExample
 
 STATE_FILE = "trainer_state.pt"
+UNUSABLE_LIMIT = 4
+"""An RL run fails once this many iterations' worth of episodes in a row were unusable (stale, or with
+no sampled turn): rollouts that can never train the policy must not keep a worker busy for ever."""
 CHECKPOINTS = "checkpoints"
 
 
@@ -512,6 +515,11 @@ class RLTrainer(_Trainer):
         self.buffers: dict[tuple[str, int], list[RLEpisode]] = defaultdict(list)
         self.next_task = 0
         self.dropped = 0
+        # Turns the policy was updated on, over every attempt of the run: a run that trained none
+        # fails with the reasons counted below, rather than passing its starting weights off as a result.
+        self.turns_trained = int(self.state.get("turns_trained", 0))
+        self.untrained: Counter[str] = Counter()
+        self.unusable_run = 0  # episodes in a row that training could not use (stale or turnless)
 
     # --- state ---
 
@@ -520,6 +528,7 @@ class RLTrainer(_Trainer):
             "version": self.version,
             "versions_seen": self.versions_seen,
             "value_pretrained": self.value_pretrained,
+            "turns_trained": self.turns_trained,
             "curator": self.curator.state_dict(),
             "pool": self.pool.state_dict(),
         }
@@ -568,6 +577,9 @@ class RLTrainer(_Trainer):
                 return None
             self._top_up(source, tasks)
             polled = source.poll(timeout=1.0)
+            if self.unusable_run >= UNUSABLE_LIMIT * want:
+                # Waiting on would never end: say why nothing can be trained instead of hanging.
+                raise TrainingError(self._why_untrained(self.step, waiting=self.unusable_run))
             fresh = self._fresh(polled)
             for ep in polled:
                 if ep.turns:  # one with none was lost to the infrastructure: it says nothing of the task
@@ -579,8 +591,11 @@ class RLTrainer(_Trainer):
                 left = self.wanted.pop(key, 1)  # an episode nobody asked for is a group of its own
                 if id(ep) not in fresh or not ep.turns:
                     self.dropped += 1  # its group completes with one fewer
+                    self.untrained["stale" if ep.turns else "turnless"] += 1
+                    self.unusable_run += 1
                 else:
                     self.buffers[key].append(ep)
+                    self.unusable_run = 0
                 if left > 1:
                     self.wanted[key] = left - 1
                 else:
@@ -632,6 +647,9 @@ class RLTrainer(_Trainer):
                 group, used = self.pool.inject(group)
                 injected += int(used)
                 advs = group_advantages([ep.reward for ep in group])
+                if not any(advs):
+                    solved = all(ep.success for ep in group)
+                    self.untrained["agreed_solved" if solved else "agreed_failed"] += 1
                 for ep, adv in zip(group, advs, strict=True):
                     if adv == 0.0:
                         continue  # nothing to learn from a group that all agrees
@@ -769,6 +787,9 @@ class RLTrainer(_Trainer):
         if pretraining:
             self.value_pretrained += 1
             metrics["rl/value_pretraining"] = 1.0
+            self.untrained["value_pretraining"] += 1
+        else:
+            self.turns_trained += len(samples)
         for key, vals in stats.items():
             if vals:
                 name = {"approx_kl": "rl/kl"}.get(key, f"rl/{key}")
@@ -851,7 +872,45 @@ class RLTrainer(_Trainer):
                 path = self.save(self.extra_state(), metrics)
                 if publish:
                     source.publish(self.version, path)
+        if self.turns_trained == 0:
+            raise TrainingError(self._why_untrained(total))
         return RunResult("succeeded", self.step, latest_checkpoint(self.out_dir), metrics)
+
+    def _why_untrained(self, iterations: int, *, waiting: int = 0) -> str:
+        """Why a run's policy was updated on no turn at all (or, `waiting`, why the next iteration
+        cannot get episodes to train on), from what this attempt counted."""
+        n = self.untrained
+        reasons = []
+        agreed = n["agreed_failed"] + n["agreed_solved"]
+        if agreed:
+            reasons.append(
+                f"{agreed} group(s) of rollouts all scored alike ({n['agreed_failed']} all failed, "
+                f"{n['agreed_solved']} all solved), so every advantage was 0: roll out on tasks the "
+                "policy solves some of the time, or raise group_size"
+            )
+        if n["turnless"]:
+            reasons.append(
+                f"{n['turnless']} episode(s) came back with no sampled turn (lost to the infrastructure, "
+                "or their policy kept no token ids and logprobs)"
+            )
+        if n["stale"]:
+            reasons.append(f"{n['stale']} episode(s) came from policies older than max_policy_lag allows")
+        if self.too_long:
+            limit = self.cfg["max_seq_len"]
+            reasons.append(f"{self.too_long} turn(s) were longer than max_seq_len ({limit})")
+        if n["value_pretraining"]:
+            pretrained = n["value_pretraining"]
+            reasons.append(f"{pretrained} iteration(s) trained only the critic (value_pretrain_steps)")
+        why = "; ".join(reasons) or "no episode gave a turn to learn from"
+        if waiting:
+            return (
+                f"{self.spec.algorithm.upper()} stopped at iteration {iterations + 1}: the last {waiting} "
+                f"episodes were all unusable, so no batch to train on would ever fill: {why}"
+            )
+        return (
+            f"{self.spec.algorithm.upper()} trained the policy on 0 turns in {iterations} iteration(s), "
+            f"so the run learned nothing: {why}"
+        )
 
 
 def run(

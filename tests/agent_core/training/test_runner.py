@@ -122,8 +122,22 @@ RL = {"iterations": 2, "episodes_per_iteration": 4, "max_steps_per_episode": 2, 
       "minibatch_size": 4, "checkpoint_every": 1}  # fmt: skip
 
 
+class SplitToySource(ToySource):
+    """The toy source with every other rollout scored as solved, so each group has something to teach
+    (this barely trained policy fails every toy page, and a group that all fails trains nothing)."""
+
+    def poll(self, timeout: float) -> list[Any]:
+        import dataclasses
+
+        out = []
+        for ep in super().poll(timeout):
+            self.polled = getattr(self, "polled", 0) + 1  # a group's rollouts are requested together
+            out.append(dataclasses.replace(ep, reward=float(ep.reward or self.polled % 2)))
+        return out
+
+
 def test_grpo_iterates_publishes_each_checkpoint_and_reports(sft_policy: Path, tmp_path: Path) -> None:
-    source = ToySource(TASKS, seed_base=10_000)
+    source = SplitToySource(TASKS, seed_base=10_000)
     hooks = NullHooks(quiet=True)
     cfg = validate_config("grpo", {**RL, "group_size": 2, "min_rollouts": 2, "max_rollouts": 2})
     result = run(RunSpec("grpo", cfg, sft_policy, tmp_path / "grpo"), hooks, source=source)
@@ -136,7 +150,7 @@ def test_grpo_iterates_publishes_each_checkpoint_and_reports(sft_policy: Path, t
                  "train/tokens_per_s", "rl/env_utilisation", "rl/success/toy/buttons-2"):  # fmt: skip
         assert name in names, name
     state = __import__("torch").load(result.checkpoint / "trainer_state.pt", weights_only=False)
-    assert state["version"] == 2 and state["curator"]
+    assert state["version"] == 2 and state["curator"] and state["turns_trained"] > 0
 
 
 def test_ppo_pretrains_the_critic_then_updates_the_policy(sft_policy: Path, tmp_path: Path) -> None:
@@ -151,6 +165,43 @@ def test_ppo_pretrains_the_critic_then_updates_the_policy(sft_policy: Path, tmp_
     assert all("rl/policy_loss" in m and "rl/clip_frac" in m and "rl/lambda_policy" in m for m in rest)
     state = __import__("torch").load(result.checkpoint / "trainer_state.pt", weights_only=False)
     assert "critic" in state and state["value_pretrained"] == 1
+
+
+class TurnlessSource(ToySource):
+    """Rollouts of a policy that keeps no token ids and logprobs (a scripted one): no turn to train on."""
+
+    def poll(self, timeout: float) -> list[Any]:
+        import dataclasses
+
+        return [dataclasses.replace(ep, turns=()) for ep in super().poll(timeout)]
+
+
+def test_an_rl_run_that_trains_no_turn_fails_saying_why(sft_policy: Path, tmp_path: Path) -> None:
+    """GRPO groups that all score alike (or episodes with no sampled turn) train nothing: the run must
+    not end as succeeded with its starting weights."""
+    cfg = validate_config("grpo", {**RL, "group_size": 2, "min_rollouts": 2, "max_rollouts": 2})
+    agreed = PairSource("x", "x")  # every rollout the same wrong answer: all fail alike
+    agreed.poll = lambda timeout: [  # type: ignore[method-assign]
+        __import__("dataclasses").replace(ep, reward=0.0) for ep in PairSource.poll(agreed, timeout)
+    ]
+    with pytest.raises(TrainingError) as err:
+        run(RunSpec("grpo", cfg, sft_policy, tmp_path / "agreed"), NullHooks(quiet=True), source=agreed)
+    assert "trained the policy on 0 turns in 2 iteration(s)" in str(err.value)
+    found = __import__("re").search(
+        r"(\d+) group\(s\) of rollouts all scored alike \((\d+) all failed, 0 all", str(err.value)
+    )
+    assert found and found.group(1) == found.group(2) != "0", str(err.value)
+    ppo = validate_config("ppo", {**RL, "value_pretrain_steps": 0})
+    # Rollouts that never carry a sampled turn cannot fill a batch: the run says so, not waits for ever.
+    with pytest.raises(TrainingError, match=r"all unusable.* episode\(s\) came back with no sampled turn"):
+        run(RunSpec("ppo", ppo, sft_policy, tmp_path / "turnless"), NullHooks(quiet=True),
+            source=TurnlessSource(TASKS, seed_base=30_000))  # fmt: skip
+
+
+def test_a_ppo_config_whose_policy_would_never_train_is_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        validate_config("ppo", {"iterations": 2, "value_pretrain_steps": 2})
+    assert err.value.field == "value_pretrain_steps" and "never train" in str(err.value)
 
 
 def test_rl_without_a_source_is_refused(sft_policy: Path, tmp_path: Path) -> None:
