@@ -1,22 +1,41 @@
 """The flywheel's validator V(s) and routing rule, over plain views of trajectories.
 
 V(s) = 1 when a trajectory is good enough to imitate: the checker succeeded (or, with no checker
-verdict, a reviewer accepted it), every step parsed, it did not loop, it kept to its step budget and
-no reviewer rejected it. V=1 trajectories go to the SFT data, the rest to continual pre-training
-(CT). The Django side turns Episode/Step/Review rows into `TrajectoryView`s; nothing here touches a
-database or a file.
+verdict, a reviewer accepted it), every step parsed, it did not loop, it kept to its step budget, no
+reviewer rejected it or sent it back, and no corrected fork of it supersedes it. V=1 trajectories go to
+the SFT data, the rest to continual pre-training (CT). The Django side turns Episode/Step/Review rows
+into `TrajectoryView`s; nothing here touches a database or a file.
+
+Review states, as `review_verdict` folds an episode's reviews into one (the README has this table):
+
+- no review, or one still assigned / in progress that was never sent back: "" (no person has judged
+  it yet; the other checks decide, and a later decision moves it in a later round);
+- accepted: "accepted" (stands in for a missing checker verdict; every other check still applies);
+- rejected (by any reviewer): "rejected" (V=0: a reject overrides a checker's success and accepts);
+- sent back, or resubmitted after a send-back and not decided since: "sent_back" (V=0: a reviewer
+  asked for it to be fixed; only an accept lets it back into SFT);
+- superseded: a finished fork of it exists (`superseded_by`): V=0, its correction is the one to imitate.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-CHECKS: tuple[str, ...] = ("has_steps", "checker", "parsed", "no_loop", "within_budget", "review")
+CHECKS: tuple[str, ...] = (
+    "has_steps",
+    "checker",
+    "parsed",
+    "no_loop",
+    "within_budget",
+    "review",
+    "not_superseded",
+)
 ROUTES: tuple[str, ...] = ("sft", "ct")
-REVIEW_VERDICTS: tuple[str, ...] = ("accepted", "rejected", "")
+REVIEW_VERDICTS: tuple[str, ...] = ("accepted", "rejected", "sent_back", "")
+OPEN_REVIEW_STATES: tuple[str, ...] = ("assigned", "in_progress")
 STEP_LABELS: tuple[str, ...] = ("correct", "redundant", "wrong", "")
 
 
@@ -97,13 +116,30 @@ class TrajectoryView:
     """The checker's reward; None when there is no checker verdict."""
     max_steps: int
     review: str
-    """The decided review verdict: "accepted", "rejected" or "" (none)."""
+    """The episode's review verdict (see `review_verdict`): "accepted", "rejected", "sent_back" or ""."""
     steps: tuple[StepView, ...]
     suites: tuple[str, ...] = ()
     annotator: str = ""
     final_answer: str = ""
     verdict: Verdict | None = None
     """V(s) where already decided; the CT export writes its v."""
+    superseded_by: int | None = None
+    """The id of a finished fork that corrects this trajectory, if any."""
+
+
+def review_verdict(reviews: Iterable[tuple[str, bool]]) -> str:
+    """One verdict from an episode's reviews, each given as (state, ever sent back): a reject wins,
+    then a send-back not accepted since (sent back, or reopened after one), then an accept; open
+    reviews that were never sent back are no verdict yet ("")."""
+    reviews = list(reviews)
+    states = {state for state, _ in reviews}
+    if "rejected" in states:
+        return "rejected"
+    if any(s == "sent_back" or (s in OPEN_REVIEW_STATES and back) for s, back in reviews):
+        return "sent_back"
+    if "accepted" in states:
+        return "accepted"
+    return ""
 
 
 def _action_name(step: StepView) -> str:
@@ -174,12 +210,20 @@ def validate(traj: TrajectoryView, *, success_threshold: float = 1.0, loop_repea
         reasons.append(f"over budget: {len(steps)} steps > {traj.max_steps}")
 
     if traj.review not in REVIEW_VERDICTS:
-        raise ValueError(f"unknown review verdict {traj.review!r}; valid: accepted, rejected or ''")
-    checks["review"] = {"accepted": True, "rejected": False}.get(traj.review)
+        raise ValueError(
+            f"unknown review verdict {traj.review!r}; valid: accepted, rejected, sent_back or ''"
+        )
+    checks["review"] = {"accepted": True, "rejected": False, "sent_back": False}.get(traj.review)
     if traj.review == "rejected":
         reasons.append("rejected by a reviewer")  # a reject overrides a checker's success
+    elif traj.review == "sent_back":
+        reasons.append("sent back by a reviewer to be fixed, and not accepted since")
     elif reward is None and traj.review != "accepted":
         reasons.append("no checker verdict and no accepting review")
+
+    checks["not_superseded"] = traj.superseded_by is None
+    if traj.superseded_by is not None:
+        reasons.append(f"superseded by its corrected fork, episode {traj.superseded_by}")
 
     return Verdict(v=0 if reasons else 1, reasons=tuple(reasons), checks=checks)
 
@@ -197,6 +241,7 @@ __all__ = [
     "TrajectoryView",
     "Verdict",
     "find_loops",
+    "review_verdict",
     "route",
     "validate",
 ]

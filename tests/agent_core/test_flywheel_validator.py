@@ -7,7 +7,16 @@ import json
 
 import pytest
 
-from agent_core.flywheel import CHECKS, StepView, TrajectoryView, Verdict, find_loops, route, validate
+from agent_core.flywheel import (
+    CHECKS,
+    StepView,
+    TrajectoryView,
+    Verdict,
+    find_loops,
+    review_verdict,
+    route,
+    validate,
+)
 
 
 def step(index: int, *, x: int | None = None, screen: str | None = None, **kw: object) -> StepView:
@@ -54,6 +63,7 @@ def test_good_trajectory_is_v1_and_goes_to_sft():
         "no_loop": True,
         "within_budget": True,
         "review": None,
+        "not_superseded": True,
     }
     assert set(verdict.checks) == set(CHECKS)
     assert route(verdict) == "sft"
@@ -185,6 +195,39 @@ def test_every_reason_is_reported():
     verdict = validate(traj([step(0), bad, step(2)], reward=0.0, max_steps=2, review="rejected"))
     assert verdict.v == 0
     assert len(verdict.reasons) == 4
+
+
+def test_a_sent_back_trajectory_is_v0_whatever_the_checker_says():
+    verdict = validate(traj(review="sent_back"))
+    assert (verdict.v, route(verdict), verdict.checks["review"]) == (0, "ct", False)
+    assert verdict.reasons == ("sent back by a reviewer to be fixed, and not accepted since",)
+
+
+def test_a_trajectory_superseded_by_its_fork_is_v0():
+    verdict = validate(traj(superseded_by=42))
+    assert (verdict.v, verdict.checks["not_superseded"]) == (0, False)
+    assert verdict.reasons == ("superseded by its corrected fork, episode 42",)
+
+
+@pytest.mark.parametrize(
+    ("reviews", "verdict"),
+    [
+        ([], ""),
+        ([("assigned", False)], ""),
+        ([("in_progress", False)], ""),
+        ([("accepted", False)], "accepted"),
+        ([("rejected", False)], "rejected"),
+        ([("sent_back", True)], "sent_back"),
+        ([("assigned", True)], "sent_back"),  # resubmitted, not decided again
+        ([("in_progress", True)], "sent_back"),
+        ([("accepted", True)], "accepted"),  # accepted after the fix
+        ([("accepted", False), ("sent_back", True)], "sent_back"),
+        ([("accepted", False), ("assigned", False)], "accepted"),
+        ([("sent_back", True), ("rejected", False), ("accepted", False)], "rejected"),
+    ],
+)
+def test_review_verdict_folds_every_review_state(reviews, verdict):
+    assert review_verdict(reviews) == verdict
 
 
 def test_unknown_review_verdict_raises():

@@ -17,14 +17,14 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Prefetch, QuerySet
+from django.db.models import Exists, F, Max, OuterRef, Prefetch, QuerySet
 from django.utils import timezone
 
-from agent_core.flywheel import StepView, TrajectoryView, Verdict, route, validate
+from agent_core.flywheel import StepView, TrajectoryView, Verdict, review_verdict, route, validate
 from webapp.datasets.models import Dataset, DatasetVersion, FlywheelIteration
 from webapp.datasets.services import dataset_version_create
 from webapp.episodes.models import Episode, Step
-from webapp.reviews.models import Review, StepLabel
+from webapp.reviews.models import Review, ReviewEvent, StepLabel
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,6 @@ SFT_DATASET = "flywheel-sft"
 CT_DATASET = "flywheel-ct"
 # A closing round whose job has been silent this long is taken to be dead (see flywheel_rounds_reap).
 ROUND_STALE_SECONDS = 120
-_DECIDED = (Review.State.ACCEPTED, Review.State.REJECTED)
 
 
 class RoundError(Exception):
@@ -62,29 +61,57 @@ def routable_episodes(*, cutoff: datetime) -> QuerySet[Episode]:
     ).order_by("pk")
 
 
+def _reviews() -> QuerySet[Review]:
+    """An episode's reviews in the order they were decided, each knowing whether it was ever sent back."""
+    sent_back = ReviewEvent.objects.filter(review=OuterRef("pk"), to_state=Review.State.SENT_BACK)
+    return Review.objects.annotate(was_sent_back=Exists(sent_back)).order_by(
+        F("decided_at").asc(nulls_last=True), "updated_at", "pk"
+    )
+
+
+def review_prefetches() -> list[Prefetch[Any]]:
+    """What `trajectory_view` reads of an episode's reviews and forks, for prefetch_related."""
+    return [
+        Prefetch("reviews", queryset=_reviews(), to_attr="routing_reviews"),
+        Prefetch("routing_reviews__labels", queryset=StepLabel.objects.all(), to_attr="all_labels"),
+        Prefetch("forks", queryset=_finished_forks(), to_attr="finished_forks"),
+    ]
+
+
+def _finished_forks() -> QuerySet[Episode]:
+    return Episode.objects.filter(status=Episode.Status.FINISHED, env_error=False).only("pk", "forked_from")
+
+
 def with_trajectory_data(queryset: QuerySet[Episode]) -> QuerySet[Episode]:
     """`queryset` with what trajectory_view reads, fetched a chunk of episodes at a time."""
     steps = Step.objects.order_by("index").defer("token_ids", "logprobs", "info", "a11y_tree")
-    reviews = Review.objects.filter(state__in=_DECIDED).order_by("decided_at", "pk")
     return queryset.select_related("task", "policy_version", "annotator").prefetch_related(
-        Prefetch("steps", queryset=steps, to_attr="ordered_steps"),
-        Prefetch("reviews", queryset=reviews, to_attr="decided_reviews"),
-        Prefetch("decided_reviews__labels", queryset=StepLabel.objects.all(), to_attr="all_labels"),
-        "task__suites",
+        Prefetch("steps", queryset=steps, to_attr="ordered_steps"), *review_prefetches(), "task__suites"
     )
 
 
 def _review_of(episode: Episode) -> tuple[str, dict[int, StepLabel]]:
-    """The episode's review verdict (a reject overrides) and the labels of the review that decides it."""
-    decided = list(getattr(episode, "decided_reviews", None) or episode.reviews.filter(state__in=_DECIDED))
-    if not decided:
+    """The episode's review verdict (agent_core.flywheel.review_verdict: every state of every review
+    counts) and the labels of the review that decides it."""
+    reviews = getattr(episode, "routing_reviews", None)
+    if reviews is None:
+        reviews = list(_reviews().filter(episode=episode))
+    verdict = review_verdict((r.state, bool(r.was_sent_back)) for r in reviews)
+    if not verdict:
         return "", {}
-    rejected = [r for r in decided if r.state == Review.State.REJECTED]
-    deciding = (rejected or decided)[-1]
-    labels = getattr(deciding, "all_labels", None)
+    state = {"sent_back": Review.State.SENT_BACK}.get(verdict, verdict)
+    deciding = [r for r in reviews if r.state == state] or [r for r in reviews if r.was_sent_back]
+    labels = getattr(deciding[-1], "all_labels", None)
     if labels is None:
-        labels = list(deciding.labels.all())
-    return ("rejected" if rejected else "accepted"), {label.step_id: label for label in labels}
+        labels = list(deciding[-1].labels.all())
+    return verdict, {label.step_id: label for label in labels}
+
+
+def _superseded_by(episode: Episode) -> int | None:
+    forks = getattr(episode, "finished_forks", None)
+    if forks is None:
+        forks = list(_finished_forks().filter(forked_from=episode))
+    return min((f.pk for f in forks), default=None)
 
 
 def trajectory_view(*, episode: Episode) -> TrajectoryView:
@@ -129,6 +156,7 @@ def trajectory_view(*, episode: Episode) -> TrajectoryView:
         suites=tuple(sorted(s.slug for s in task.suites.all())),
         annotator=episode.annotator.get_username() if episode.annotator_id else "",
         final_answer=episode.final_answer,
+        superseded_by=_superseded_by(episode),
     )
 
 

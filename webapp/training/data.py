@@ -22,13 +22,12 @@ from agent_core.training.episodes import rl_episode, sft_examples
 from agent_core.training.types import RLEpisode, SFTExample
 from agent_core.trajectory import StepRecord
 from webapp.datasets.models import DatasetVersion
-from webapp.datasets.routing import trajectory_view
+from webapp.datasets.routing import review_prefetches, trajectory_view
 from webapp.episodes.models import Episode, Step
-from webapp.reviews.models import Review, StepLabel
+from webapp.reviews.models import StepLabel
 
 CHUNK = 50
 """Episodes loaded (with their steps) per query while streaming a dataset version."""
-_DECIDED = (Review.State.ACCEPTED, Review.State.REJECTED)
 _STEP_OF_SOURCE = re.compile(r"#(\d+)$")
 
 
@@ -106,11 +105,9 @@ def steps_of(episode: Episode) -> tuple[str, str, list[StepRecord]]:
 
 def with_step_data(queryset: QuerySet[Episode]) -> QuerySet[Episode]:
     """`queryset` with what steps_of and the review labels read, prefetched a chunk at a time."""
-    reviews = Review.objects.filter(state__in=_DECIDED).order_by("decided_at", "pk")
     return queryset.select_related("task", "policy_version", "annotator").prefetch_related(
         Prefetch("steps", queryset=Step.objects.order_by("index"), to_attr="ordered_steps"),
-        Prefetch("reviews", queryset=reviews, to_attr="decided_reviews"),
-        Prefetch("decided_reviews__labels", queryset=StepLabel.objects.all(), to_attr="all_labels"),
+        *review_prefetches(),
         "task__suites",
     )
 

@@ -164,3 +164,87 @@ def test_a_round_asked_for_while_the_broker_is_down_is_not_left_claimed(
     ):
         round_enqueue()
     assert not FlywheelIteration.objects.exists()
+
+
+# --- review states and forks through a real round ------------------------------------------------
+
+
+def test_every_review_state_routes_as_the_readme_says(personas: Personas) -> None:
+    """The table in the README: a send-back (until an accept) and a corrected fork keep a trajectory out
+    of SFT; an open review that was never sent back leaves the decision to the other checks."""
+    from webapp.reviews.services import review_resubmit, review_start
+
+    def reviewed(*verdicts: str, reviewer=None) -> Episode:  # type: ignore[no-untyped-def]
+        episode = build_episode(steps=GOOD, reward=1.0, annotator=personas.annotator)
+        review = review_assign(
+            episode=episode, reviewer=reviewer or personas.reviewer, assigned_by=personas.admin
+        )
+        for verdict in verdicts:
+            if verdict == "open":
+                review_start(review=review, actor=personas.reviewer)
+            elif verdict == "resubmit":
+                review = review_resubmit(review=review, actor=personas.annotator, comment="fixed it")
+            else:
+                review = review_decide(
+                    review=review,
+                    actor=personas.admin,
+                    verdict=verdict,
+                    quality=4,
+                    reason="wrong",
+                    comment="redo step 1",
+                )
+        return episode
+
+    unreviewed = build_episode(steps=GOOD, reward=1.0, annotator=personas.annotator)
+    assigned = reviewed()
+    in_progress = reviewed("open")
+    accepted = reviewed("accept")
+    rejected = reviewed("reject")
+    sent_back = reviewed("send_back")
+    resubmitted = reviewed("send_back", "resubmit")
+    fixed_and_accepted = reviewed("send_back", "resubmit", "accept")
+    split = reviewed("accept")  # a second reviewer sends it back
+    review_decide(
+        review=review_assign(episode=split, reviewer=personas.admin, assigned_by=personas.admin),
+        actor=personas.admin, verdict="send_back", comment="step 2 is wrong",
+    )  # fmt: skip
+    # The sent-back demonstration's annotator forks it and demonstrates the rest again.
+    original = reviewed("send_back")
+    fork = build_episode(steps=GOOD, reward=1.0, annotator=personas.annotator)
+    broken_fork = build_episode(steps=GOOD, annotator=personas.annotator, env_error=True)
+    forked_unreviewed = build_episode(steps=GOOD, reward=1.0, annotator=personas.annotator)
+    Episode.objects.filter(pk=fork.pk).update(forked_from=original, fork_step=1)
+    Episode.objects.filter(pk=broken_fork.pk).update(forked_from=accepted, fork_step=1)
+    later_fork = build_episode(steps=GOOD, reward=1.0, annotator=personas.annotator)
+    Episode.objects.filter(pk=later_fork.pk).update(forked_from=forked_unreviewed, fork_step=2)
+
+    flywheel_round_close(created_by=personas.admin)
+
+    sft, ct = _members(SFT_DATASET), _members(CT_DATASET)
+    assert set(sft) == {
+        unreviewed.pk,
+        assigned.pk,
+        in_progress.pk,
+        accepted.pk,
+        fixed_and_accepted.pk,
+        fork.pk,
+        later_fork.pk,
+    }
+    assert set(ct) == {rejected.pk, sent_back.pk, resubmitted.pk, split.pk, original.pk, forked_unreviewed.pk}
+    why = {pk: " ".join(v["reasons"]) for pk, v in ct.items()}
+    for pk in (sent_back.pk, resubmitted.pk, split.pk, original.pk):
+        assert "sent back by a reviewer" in why[pk], why[pk]
+    assert f"superseded by its corrected fork, episode {fork.pk}" in why[original.pk]
+    assert why[forked_unreviewed.pk] == f"superseded by its corrected fork, episode {later_fork.pk}"
+    assert (ct[sent_back.pk]["checks"]["review"], ct[sent_back.pk]["checks"]["checker"]) == (False, True)
+
+
+def test_sending_back_moves_an_episode_out_of_sft_in_the_next_round(personas: Personas) -> None:
+    demo = build_episode(steps=GOOD, reward=1.0, annotator=personas.annotator)
+    flywheel_round_close()
+    assert set(_members(SFT_DATASET)) == {demo.pk}
+    review = review_assign(episode=demo, reviewer=personas.reviewer, assigned_by=personas.admin)
+    review_decide(review=review, actor=personas.reviewer, verdict="send_back", comment="step 1 is wrong")
+    second = flywheel_round_close()
+    assert demo.pk not in _members(SFT_DATASET) and demo.pk in _members(CT_DATASET)
+    assert second.stats["moved"] == {"sft_to_ct": 1, "ct_to_sft": 0}
