@@ -213,6 +213,7 @@ def run_episode(
         declared_infeasible=declares_infeasible(run.final_answer),
         check=check,
         duration_s=time.monotonic() - t0,
+        final_observation=None if run.broken else obs,
     )
     log.info(
         "episode %s seed=%s: %s after %d steps in %.1f s, reward %s",

@@ -67,6 +67,9 @@ class EpisodeOutcome:
     declared_infeasible: bool = False
     check: CheckResult | None = None
     duration_s: float = 0.0
+    final_observation: Obs | None = None
+    """The screen after the last action: the result a reviewer looks at (None when the environment
+    could not be read any more)."""
 
     @property
     def reward(self) -> float | None:

@@ -39,7 +39,8 @@
 
   function loadSteps() {
     steps = (readJSON("replay-data", {steps: []}).steps) || [];
-    countOut.textContent = String(steps.length);
+    // The last frame may be the result (`final`): the screen after the last step, itself no step.
+    countOut.textContent = String(steps.filter((s) => !s.final).length);
   }
 
   function loadLabels() {
@@ -227,6 +228,13 @@
   function renderInfo(step) {
     info.replaceChildren();
     if (!step) return;
+    if (step.final) {
+      info.append(html("h2", {}, "Result ", html("span", {class: "chip actor-result"}, "final screen")));
+      info.append(html("p", {"data-testid": "final-info"},
+        "The screen after the last step: what the episode left behind" +
+        (num(step.reward) ? " (reward " + step.reward + ")." : ".")));
+      return;
+    }
     const head = html("h2", {},
       "Step " + step.index + " ",
       html("span", {class: "chip actor-" + step.actor, "data-testid": "step-actor"}, step.actor));
@@ -302,7 +310,7 @@
     const step = steps[pos];
     shot.hidden = false;
     empty.hidden = true;
-    indexOut.textContent = String(step.index);
+    indexOut.textContent = step.final ? "result" : String(step.index);
     if (step.screenshot) {
       if (img.getAttribute("src") !== step.screenshot) img.setAttribute("src", step.screenshot);
       img.hidden = false;
@@ -310,7 +318,7 @@
       img.removeAttribute("src");
     }
     if (step.width && step.height) { img.setAttribute("width", step.width); img.setAttribute("height", step.height); }
-    img.alt = "Screen before step " + step.index;
+    img.alt = step.final ? "The screen after the last step" : "Screen before step " + step.index;
     drawOverlay(step);
     renderInfo(step);
     markTimeline();
@@ -396,9 +404,12 @@
     const step = steps[pos];
     if (!step) return;
     const mark = labels.labels[String(step.index)] || null;
+    // The result frame is no step: nothing there to label or correct.
+    panel.querySelectorAll("[data-review-step-tools]").forEach((node) => { node.hidden = !!step.final; });
+    panel.querySelectorAll("[data-review-final]").forEach((node) => { node.hidden = !step.final; });
     panel.querySelectorAll("[data-review-step]").forEach((input) => { input.value = String(step.index); });
     const idx = panel.querySelector("[data-review-index]");
-    if (idx) idx.textContent = String(step.index);
+    if (idx) idx.textContent = step.final ? "result" : String(step.index);
     panel.querySelectorAll("button[name=label]").forEach((b) => {
       b.setAttribute("aria-pressed", String(!!mark && mark.label === b.value));
     });

@@ -33,6 +33,16 @@ def test_multi_action_response_becomes_one_step_per_action_and_the_checker_score
     assert out.steps[1].observation.info["n"] == 1
 
 
+def test_the_outcome_keeps_the_screen_after_the_last_action():
+    """A step keeps the screen before its action; the result is the screen after the last one."""
+    clicks = ["Action: click(start_box='(1,1)')"] * 3
+    out = run_episode(FakeEnv(), TextPolicy(clicks), prepared(), config=AgentConfig(max_steps=3))
+    assert out.final_observation is not None and out.final_observation.info["n"] == 3
+    finished = run_episode(FakeEnv(), TextPolicy(clicks[:2]), prepared())  # then finished()
+    assert finished.stop_reason == "finished" and finished.final_observation is not None
+    assert finished.final_observation.info["n"] == 2
+
+
 def test_unparseable_response_is_an_invalid_step_with_its_reason_and_the_episode_goes_on():
     env = FakeEnv()
     policy = TextPolicy(["I think I should click somewhere", "Action: click(start_box='(1,1)')"])

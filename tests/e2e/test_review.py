@@ -196,3 +196,32 @@ def test_a_running_episode_keeps_updating(personas: Personas, open_as: OpenAs) -
     expect(page.get_by_test_id("step-action")).to_have_text("press(key='enter')")
     episode_finish(episode=episode, reward=1.0)
     expect(page.get_by_test_id("episode-status")).to_have_text("finished")
+
+
+def test_the_result_screen_is_the_replays_last_frame(personas: Personas, open_as: OpenAs) -> None:
+    """The screen after the last action (once a 404) shows last, in replay and review; it is no step."""
+    from webapp.episodes.services import Screen
+
+    episode = episode_create(task=make_task(platform="desktop"), source="human", annotator=personas.annotator)
+    episode_start(episode=episode)
+    for (action, text), colour in zip(ACTIONS[:2], COLOURS, strict=False):
+        step_record(episode=episode, actor="human", action=action, action_text=text,
+                    screenshot_png=png(colour), screen_size=(320, 200))  # fmt: skip
+    result = (120, 40, 160)
+    episode_finish(episode=episode, reward=1.0, final_screen=Screen(png(result), 320, 200))
+    review = review_assign(episode=episode, reviewer=personas.reviewer, assigned_by=personas.admin)
+    page = open_as("reviewer")
+    page.goto(f"/reviews/{review.pk}/")
+    expect(page.locator("[data-replay-count]")).to_have_text("2")
+    expect(page.get_by_test_id("final-frame")).to_have_count(1)
+    page.keyboard.press("End")
+    expect(page.get_by_test_id("replay-index")).to_have_text("result")
+    expect(page.get_by_test_id("final-info")).to_contain_text("The screen after the last step")
+    assert centre_colour(page) == list(result)
+    expect(page.get_by_test_id("review-final")).to_be_visible()
+    expect(page.get_by_test_id("label-wrong")).to_be_hidden()
+    page.keyboard.press("ArrowLeft")
+    expect(page.get_by_test_id("replay-index")).to_have_text("1")
+    expect(page.get_by_test_id("label-wrong")).to_be_visible()
+    expect(page.get_by_test_id("review-final")).to_be_hidden()
+    assert centre_colour(page) == list(COLOURS[1])

@@ -38,6 +38,7 @@ from webapp.episodes.services import (
     episode_create,
     episode_finish,
     episode_start,
+    screen_of,
     step_record,
 )
 from webapp.sandboxes.models import Lease
@@ -280,6 +281,7 @@ def demo_submit(*, episode: Episode, user: AbstractBaseUser, answer: str = "") -
     env = demo_env(episode=episode, lease=lease)
     t0 = time.monotonic()
     try:
+        final = env.observe()  # the screen the annotator ended on: the result a reviewer judges
         check = evaluate(prepared_of(episode), env, final_answer=answer)
     except (EnvError, SandboxError) as exc:
         _fail(episode, lease, f"the checker could not read the sandbox: {exc}")
@@ -288,6 +290,7 @@ def demo_submit(*, episode: Episode, user: AbstractBaseUser, answer: str = "") -
     episode = episode_finish(
         episode=episode,
         reward=check.reward,
+        final_screen=screen_of(final),
         stop_reason="finished",
         final_answer=answer[:10000],
         check_details=list(check.details),

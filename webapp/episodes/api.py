@@ -12,7 +12,7 @@ from ninja.errors import HttpError
 
 from webapp.common.api import ErrorOut, PageIn, RowId, api_enum, page_of, require_any_perm
 from webapp.episodes.models import Actor, Episode, Source, Step
-from webapp.episodes.responses import screenshot_response
+from webapp.episodes.responses import image_response, screenshot_response
 from webapp.episodes.selectors import episode_visible_to, episodes_filtered, step_with_screenshot, steps_of
 
 router = Router(tags=["episodes"])
@@ -72,6 +72,9 @@ class EpisodeOut(Schema):
     env_error: bool
     error_message: str
     num_steps: int
+    final_screenshot_url: str | None = Field(
+        None, description="The screen after the last action (the result), once the episode has ended"
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -79,6 +82,13 @@ class EpisodeOut(Schema):
     @staticmethod
     def resolve_task(obj: Episode) -> int:
         return obj.task_id
+
+    @staticmethod
+    def resolve_final_screenshot_url(obj: Episode, context: dict[str, Any]) -> str | None:
+        if not obj.final_screenshot:
+            return None
+        path = reverse("api:episode_final_screenshot", args=[obj.pk])
+        return context["request"].build_absolute_uri(path)
 
     @staticmethod
     def resolve_task_slug(obj: Episode) -> str:
@@ -161,3 +171,17 @@ def episode_step_screenshot(request: HttpRequest, episode_id: int, index: int) -
     if step is None:
         raise HttpError(404, f"episode {episode_id} has no screenshot for step {index}")
     return screenshot_response(step)
+
+
+@router.get(
+    "/episodes/{episode_id}/final-screenshot",
+    response={200: None, 404: ErrorOut, **DENIED},
+    url_name="episode_final_screenshot",
+    openapi_extra={"responses": {200: {"description": "PNG or JPEG", "content": {"image/png": {}}}}},
+)
+def episode_final_screenshot(request: HttpRequest, episode_id: int) -> FileResponse:
+    """The screen after the episode's last action: its result (404 while it has none)."""
+    episode = _visible_episode(request, episode_id)
+    if not episode.final_screenshot:
+        raise HttpError(404, f"episode {episode_id} has no final screenshot")
+    return image_response(episode.final_screenshot)

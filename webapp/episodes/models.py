@@ -77,6 +77,11 @@ class Episode(models.Model):
     # Demonstrations: the task as prepared in the sandbox (drawn parameters, instruction, setup
     # results), kept so the checker can score the final state later, in another process.
     prepared = models.JSONField(default=dict, blank=True)
+    # The screen after the last action (a step keeps the screen before its action): the result a
+    # reviewer judges, shown as the replay's last frame.
+    final_screenshot = models.FileField(max_length=200, blank=True)
+    final_screen_width = models.PositiveIntegerField(null=True, blank=True)
+    final_screen_height = models.PositiveIntegerField(null=True, blank=True)
     forked_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
     )

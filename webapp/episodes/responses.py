@@ -7,6 +7,7 @@ from pathlib import PurePosixPath
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.db.models.fields.files import FieldFile
 from django.http import FileResponse, HttpResponse
 
 from webapp.episodes.models import Step
@@ -17,8 +18,14 @@ _IMMUTABLE = "private, max-age=31536000, immutable"
 
 
 def screenshot_response(step: Step) -> FileResponse:
-    """Stream a step's PNG; its bytes are content-addressed, so caches may keep it for good."""
-    response = FileResponse(step.screenshot.open("rb"), content_type="image/png")
+    """Stream a step's screenshot; its bytes are content-addressed, so caches may keep it for good."""
+    return image_response(step.screenshot)
+
+
+def image_response(file: FieldFile) -> FileResponse:
+    """Stream a stored screenshot (PNG, or JPEG where the screen was captured so) for good caching."""
+    jpeg = file.name.endswith((".jpg", ".jpeg"))
+    response = FileResponse(file.open("rb"), content_type="image/jpeg" if jpeg else "image/png")
     response["Cache-Control"] = _IMMUTABLE
     return response
 
@@ -45,9 +52,14 @@ def thumbnail_bytes(png: bytes, *, width: int = THUMBNAIL_WIDTH) -> bytes:
 
 def thumbnail_response(step: Step) -> HttpResponse:
     """A step's thumbnail, made once per screenshot and cached in storage beside it."""
-    name = thumbnail_name(step.screenshot.name)
+    return image_thumbnail_response(step.screenshot)
+
+
+def image_thumbnail_response(file: FieldFile) -> HttpResponse:
+    """A stored screenshot's thumbnail, made once per screenshot and cached in storage beside it."""
+    name = thumbnail_name(file.name)
     if not default_storage.exists(name):
-        with step.screenshot.open("rb") as f:
+        with file.open("rb") as f:
             data = thumbnail_bytes(f.read())
         # Content-addressed storage renames a finished temp file into place, so two requests
         # racing to make the same thumbnail both end with one whole file.

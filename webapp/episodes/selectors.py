@@ -97,7 +97,42 @@ def replay_steps(*, episode: Episode) -> list[dict[str, Any]]:
             }
         )
         previous_at = s.observed_at
+    final = final_frame(episode=episode, index=len(out), previous_at=previous_at)
+    if final is not None:
+        out.append(final)
     return out
+
+
+def final_frame(
+    *, episode: Episode, index: int, previous_at: datetime | None = None
+) -> dict[str, Any] | None:
+    """The replay's last frame: the screen after the last action (the result), where it was recorded.
+    It is no step (`final`: nothing to label or correct); its index follows the last step's."""
+    if not episode.final_screenshot:
+        return None
+    ended = episode.finished_at
+    return {
+        "index": index,
+        "final": True,
+        "actor": "result",
+        "thought": "",
+        "action": None,
+        "action_text": "",
+        "invalid_reason": "",
+        "raw_output": "",
+        "proposed_thought": "",
+        "proposed_action": None,
+        "proposed_action_text": "",
+        "width": episode.final_screen_width,
+        "height": episode.final_screen_height,
+        "screenshot": reverse("episodes:final_screenshot", args=[episode.pk]),
+        "thumbnail": reverse("episodes:final_thumbnail", args=[episode.pk]),
+        "observed_at": ended.isoformat() if ended else None,
+        "acted_at": None,
+        "latency_ms": None,
+        "since_previous_ms": _ms_between(previous_at, ended) if ended else None,
+        "reward": episode.reward,
+    }
 
 
 def episode_replay(*, episode: Episode, start: int | None = None) -> dict[str, object]:
@@ -106,7 +141,11 @@ def episode_replay(*, episode: Episode, start: int | None = None) -> dict[str, o
     current = min(start, len(steps) - 1) if start is not None and steps else 0
     return {
         "episode": episode,
-        "replay": {"episode": episode.pk, "steps": steps},
+        "replay": {
+            "episode": episode.pk,
+            "steps": steps,
+            "count": sum(1 for s in steps if not s.get("final")),
+        },
         "current": steps[current] if steps else None,
         # The next step's screenshot is fetched in the background so the first → lands at once.
         "preload": steps[current + 1] if current + 1 < len(steps) else None,

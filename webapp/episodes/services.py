@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -9,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agent_core.env import Obs
 from webapp.catalog.models import Task
 from webapp.common.live import broadcast, episode_group
 from webapp.common.storage import blob_store
@@ -187,15 +189,35 @@ def _step_insert(step: Step) -> None:
     step._state.adding, step._state.db = False, connection.alias
 
 
+@dataclass(frozen=True)
+class Screen:
+    """A screenshot to keep with an episode: its bytes, size and file type."""
+
+    image: bytes
+    width: int
+    height: int
+    ext: str = "png"
+
+
+def screen_of(obs: Obs | None) -> Screen | None:
+    """An observation's screenshot as a Screen to keep (None when there is none)."""
+    if obs is None or not obs.screenshot:
+        return None
+    return Screen(obs.screenshot, obs.width, obs.height, "jpg" if obs.mime == "image/jpeg" else "png")
+
+
 def episode_finish(
     *,
     episode: Episode,
     reward: float | None,
     env_error: bool = False,
     error_message: str = "",
+    final_screen: Screen | None = None,
     **outcome: Any,
 ) -> Episode:
-    """End a running episode with its reward, or as an infrastructure failure (no reward)."""
+    """End a running episode with its reward, or as an infrastructure failure (no reward).
+
+    `final_screen` is the screen after the last action (the result): replay shows it last."""
     if env_error and reward is not None:
         raise ValueError("an env_error episode has no reward")
     if reward is not None and not 0.0 <= reward <= 1.0:
@@ -204,12 +226,20 @@ def episode_finish(
     if unknown:
         raise ValueError(f"unknown outcome field(s) {', '.join(unknown)}")
     status = Episode.Status.ABORTED if env_error else Episode.Status.FINISHED
+    final: dict[str, Any] = {}
+    if final_screen is not None and final_screen.image:
+        final = {
+            "final_screenshot": blob_store(final_screen.image, kind="screens", ext=final_screen.ext),
+            "final_screen_width": final_screen.width or None,
+            "final_screen_height": final_screen.height or None,
+        }
     updated = Episode.objects.filter(pk=episode.pk, status=Episode.Status.RUNNING).update(
         status=status,
         reward=reward,
         env_error=env_error,
         error_message=storable(error_message),
         finished_at=timezone.now(),
+        **final,
         **storable(outcome),
     )
     if updated != 1:

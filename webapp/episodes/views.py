@@ -11,7 +11,12 @@ from django.views.decorators.http import require_GET
 from webapp.accounts.access import page_requires
 from webapp.common.params import int_param
 from webapp.episodes.models import Episode, Source
-from webapp.episodes.responses import screenshot_response, thumbnail_response
+from webapp.episodes.responses import (
+    image_response,
+    image_thumbnail_response,
+    screenshot_response,
+    thumbnail_response,
+)
 from webapp.episodes.selectors import (
     episode_replay,
     episode_visible_to,
@@ -88,3 +93,24 @@ def step_thumbnail(request: HttpRequest, episode_id: int, index: int) -> HttpRes
     if step is None:
         raise Http404("no such screenshot")
     return thumbnail_response(step)
+
+
+def _final_of(request: HttpRequest, episode_id: int) -> Episode:
+    episode = episode_visible_to(user=request.user, episode_id=episode_id)
+    if episode is None or not episode.final_screenshot:
+        raise Http404("no such screenshot")
+    return episode
+
+
+@require_GET
+@page_requires()
+def final_screenshot(request: HttpRequest, episode_id: int) -> FileResponse:
+    """The screen after the episode's last action, only to people who may see the episode."""
+    return image_response(_final_of(request, episode_id).final_screenshot)
+
+
+@require_GET
+@page_requires()
+def final_thumbnail(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """A small JPEG of the final screen for the timeline, behind the same checks."""
+    return image_thumbnail_response(_final_of(request, episode_id).final_screenshot)

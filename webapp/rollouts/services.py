@@ -35,7 +35,7 @@ from webapp.annotation.models import ControlToken
 from webapp.annotation.services import prepared_to_json
 from webapp.catalog.models import Task, TaskSuite
 from webapp.episodes.models import Episode, Source
-from webapp.episodes.services import EpisodeStateError, episode_finish, step_record
+from webapp.episodes.services import EpisodeStateError, episode_finish, screen_of, step_record
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.policies import observation_for, policy_for
 from webapp.rollouts.selectors import episode_memory
@@ -297,6 +297,7 @@ def _finish(episode: Episode, instruction: str, outcome: EpisodeOutcome) -> Epis
         return episode_finish(
             episode=episode,
             reward=outcome.reward,
+            final_screen=screen_of(outcome.final_observation),
             stop_reason=outcome.stop_reason,
             final_answer=outcome.final_answer[:10000],
             check_details=list(outcome.check.details) if outcome.check else [],

@@ -72,6 +72,10 @@ def test_a_demonstration_records_merged_steps_and_submit_scores_it(
         session.close()
     assert episode.status == "finished" and episode.reward == 1.0, episode.check_details
     assert not Lease.objects.filter(holder=f"episode:{started.pk}", state="active").exists()
+    # The screen the annotator ended on (after the typed command ran) is kept: replay's last frame.
+    assert (episode.final_screen_width, episode.final_screen_height) == (1280, 720)
+    final = episode.final_screenshot.read()
+    assert final[:8] == b"\x89PNG\r\n\x1a\n" and episode.final_screenshot.name != steps[1].screenshot.name
 
 
 def test_a_wrong_demonstration_scores_zero(started: Episode, personas: Personas) -> None:

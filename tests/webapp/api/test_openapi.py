@@ -18,6 +18,7 @@ OPERATIONS = {
     ("get", "/api/v1/episodes/{episode_id}"),
     ("get", "/api/v1/episodes/{episode_id}/steps"),
     ("get", "/api/v1/episodes/{episode_id}/steps/{index}/screenshot"),
+    ("get", "/api/v1/episodes/{episode_id}/final-screenshot"),
     ("get", "/api/v1/rollout-batches"),
     ("post", "/api/v1/rollout-batches"),
     ("get", "/api/v1/rollout-batches/{batch_id}"),

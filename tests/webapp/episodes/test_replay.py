@@ -199,3 +199,66 @@ def test_outsiders_get_not_found_for_the_replay(demo: Episode, client_for: Clien
     response = client_for(persona).get(detail(demo))
     assert response.status_code == 404
     assert b"replay-data" not in response.content
+
+
+# --- the final screen: the result after the last action --------------------------------------------
+
+
+@pytest.fixture
+def ended(personas: Personas) -> Episode:
+    """Alice's two-step demonstration that ended on a green screen (its result)."""
+    from webapp.episodes.services import Screen
+
+    episode = make_episode(annotator=personas.annotator, steps=2, finish=False)
+    result = Screen(png(320, 180, (0, 160, 0)), 320, 180)
+    episode_finish(episode=episode, reward=1.0, final_screen=result)
+    episode.refresh_from_db()
+    return episode
+
+
+def test_replay_shows_the_final_screen_as_its_last_frame(ended: Episode, client_for: ClientFor) -> None:
+    final_url = reverse("episodes:final_screenshot", args=[ended.pk])
+    body = client_for("annotator").get(detail(ended)).content.decode()
+    steps = replay_data(body)["steps"]
+    assert [s.get("final", False) for s in steps] == [False, False, True]
+    last = steps[-1]
+    assert (last["index"], last["actor"], last["action"]) == (2, "result", None)
+    assert last["screenshot"] == final_url
+    assert (last["width"], last["height"], last["reward"]) == (320, 180, 1.0)
+    assert replay_data(body)["count"] == 2 and "data-replay-count>2<" in body  # the result is no step
+    assert body.count('data-testid="step"') == 2 and body.count('data-testid="final-frame"') == 1
+    shown = client_for("annotator").get(detail(ended, step="2")).content.decode()
+    assert 'alt="The screen after the last step"' in shown and f'src="{final_url}"' in shown
+    image = client_for("annotator").get(final_url)
+    assert image.status_code == 200 and image["Content-Type"] == "image/png"
+    with Image.open(io.BytesIO(b"".join(image.streaming_content))) as img:
+        assert img.size == (320, 180) and img.getpixel((5, 5)) == (0, 160, 0)
+    small = client_for("annotator").get(reverse("episodes:final_thumbnail", args=[ended.pk]))
+    assert small.status_code == 200 and small["Content-Type"] == "image/jpeg"
+
+
+def test_the_final_screen_is_served_only_to_who_may_see_the_episode(
+    ended: Episode, client_for: ClientFor
+) -> None:
+    url = reverse("episodes:final_screenshot", args=[ended.pk])
+    assert client_for("researcher").get(url).status_code == 200
+    assert client_for("reviewer").get(url).status_code == 404  # not reviewing it
+    assert client_for("outsider").get(url).status_code in (403, 404)
+    assert client_for(None).get(url).status_code == 302
+    api = client_for("researcher").get(f"/api/v1/episodes/{ended.pk}").json()
+    assert api["final_screenshot_url"].endswith(f"/api/v1/episodes/{ended.pk}/final-screenshot")
+    assert client_for("researcher").get(f"/api/v1/episodes/{ended.pk}/final-screenshot").status_code == 200
+    assert client_for("reviewer").get(f"/api/v1/episodes/{ended.pk}/final-screenshot").status_code == 404
+
+
+def test_the_review_page_offers_no_labels_on_the_result(
+    ended: Episode, personas: Personas, client_for: ClientFor
+) -> None:
+    from webapp.reviews.services import review_assign
+
+    review = review_assign(episode=ended, reviewer=personas.reviewer, assigned_by=personas.admin)
+    url = reverse("reviews:review", args=[review.pk]) + "?step=2"
+    body = client_for("reviewer").get(url).content.decode()
+    assert re.search(r'data-review-final data-testid="review-final">', body)  # shown, not hidden
+    assert re.search(r"<div data-review-step-tools hidden>", body)
+    assert replay_data(body)["steps"][-1]["final"] is True

@@ -139,6 +139,10 @@ def test_oracle_scores_1_and_do_nothing_0_through_celery_workers(sample_suite, p
     for step in steps:
         assert step.screenshot and default_storage.exists(step.screenshot.name)
         assert step.action["type"] != "invalid"
+    # Each episode keeps the screen after its last action (the result a reviewer judges).
+    for episode in Episode.objects.filter(batch__in=[good, lazy]):
+        assert episode.final_screenshot and default_storage.exists(episode.final_screenshot.name), episode
+        assert episode.final_screen_width and episode.final_screen_height
     # Episodic memory: every oracle episode left a summary the next ones of its family can recall.
     assert all("succeeded" in e.summary for e in Episode.objects.filter(batch=good))
 
