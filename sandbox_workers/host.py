@@ -102,9 +102,14 @@ async def auth_and_errors(
 
 
 async def body(request: web.Request) -> dict[str, Any]:
-    """The request's JSON object, or a 400 saying why not."""
+    """The request's JSON object, or a 400 (413 past the size limit) saying why not."""
     try:
         data = await request.json()
+    except web.HTTPRequestEntityTooLarge:
+        raise web.HTTPRequestEntityTooLarge(
+            max_size=MAX_UPLOAD, text=error_json("too_large", f"bodies are limited to {MAX_UPLOAD} bytes"),
+            content_type="application/json",
+        ) from None  # fmt: skip
     except ValueError:
         raise web.HTTPBadRequest(
             text=error_json("bad_request", "the body must be JSON"),

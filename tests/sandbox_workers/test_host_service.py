@@ -144,6 +144,9 @@ def test_uploads_over_the_limit_cut_short_or_corrupt_are_refused_and_change_noth
         resp = httpx.put(f"{host.url}{files}big.bin", content=iter([chunk] * (MAX_UPLOAD // len(chunk) + 1)),
                          headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)  # fmt: skip
         assert resp.status_code == 413 and resp.json()["error"]["type"] == "too_large"
+        resp = httpx.post(f"{host.url}/v1/leases/{sb.info.id}/exec", content=iter([chunk] * 70),
+                          headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)  # fmt: skip
+        assert resp.status_code == 413 and resp.json()["error"]["type"] == "too_large"
         # Cut short: the client promised more than it sent.
         head = f"PUT {files}short.bin HTTP/1.1\r\nHost: x\r\nContent-Length: {1 << 20}\r\n".encode()
         answer = _raw_request(host.url, head, os.urandom(100_000))
