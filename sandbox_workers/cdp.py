@@ -191,12 +191,19 @@ def playwright_key(name: str) -> str:
         return _KEYS[low]
     if len(name) == 1:  # a character: Playwright types it (uppercase implies Shift)
         return name
-    if low[0] == "f" and low[1:].isdigit() and 1 <= int(low[1:]) <= 24:
-        return f"F{int(low[1:])}"
-    if low.startswith("num") and low[3:].isdigit() and len(low) == 4:  # pyautogui's num0 … num9
+    digits = low[1:]  # ASCII only: "f²" passes str.isdigit() and then fails int()
+    if (
+        low[0] == "f"
+        and 0 < len(digits) <= 2
+        and digits.isascii()
+        and digits.isdigit()
+        and 1 <= int(digits) <= 24
+    ):
+        return f"F{int(digits)}"
+    if low.startswith("num") and len(low) == 4 and low[3] in "0123456789":  # pyautogui's num0 … num9
         return f"Numpad{low[3]}"
     # Playwright's own names (ArrowUp, KeyA, Digit1, …) pass through unchanged.
-    if name[0].isupper() and name.isalnum():
+    if name[0].isupper() and name.isascii() and name.isalnum():
         return name
     raise KeyNameError(f"unknown key name {name!r}")
 

@@ -129,6 +129,10 @@ def char_keysym(ch: str) -> int:
     return 0x01000000 + code
 
 
+def _small_number(text: str) -> bool:
+    return 0 < len(text) <= 3 and text.isascii() and text.isdigit()
+
+
 def key_keysym(name: str) -> int:
     """The keysym of a key name (see KEY_ALIASES) or single character; ActionError if unknown."""
     if len(name) == 1:
@@ -136,7 +140,9 @@ def key_keysym(name: str) -> int:
     lowered = name.lower()
     if lowered in KEY_ALIASES:
         return int(XK.string_to_keysym(KEY_ALIASES[lowered]))
-    if lowered[0] == "f" and lowered[1:].isdigit() and 1 <= int(lowered[1:]) <= 35:
+    # F1 … F35: ASCII digits only ("f²" passes str.isdigit() and then fails int(): an agent's bad key
+    # must be an unknown key, not a crash).
+    if lowered[0] == "f" and _small_number(lowered[1:]) and 1 <= int(lowered[1:]) <= 35:
         return int(XK.string_to_keysym(f"F{int(lowered[1:])}"))
     for candidate in (name, name.capitalize()):
         sym = XK.string_to_keysym(candidate)
