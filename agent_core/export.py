@@ -32,6 +32,7 @@ from agent_core.export_formats import (
     arrow_schema,
     ct_records,
     image_path,
+    placeholder_thoughts,
     record_images,
     sft_records,
 )
@@ -80,6 +81,8 @@ class ExportManifest:
     shards: tuple[ShardInfo, ...]
     options: dict[str, Any]
     meta: dict[str, Any] = field(default_factory=dict)
+    placeholder_thoughts: int = 0
+    """Steps whose recorded thought was a placeholder ("oracle step 3"): written without it."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (the content of manifest.json)."""
@@ -91,6 +94,7 @@ class ExportManifest:
             "episodes": self.episodes,
             "steps": self.steps,
             "images": self.images,
+            "placeholder_thoughts": self.placeholder_thoughts,
             "shards": [s.to_json() for s in self.shards],
             "options": dict(self.options),
             "meta": dict(self.meta),
@@ -116,6 +120,7 @@ class ExportManifest:
                 ),
                 options=dict(data["options"]),
                 meta=dict(data.get("meta") or {}),
+                placeholder_thoughts=int(data.get("placeholder_thoughts") or 0),
             )  # fmt: skip
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ExportError(f"not an export manifest: {exc!r}") from None
@@ -285,9 +290,10 @@ def export_trajectories(
     shards = _Shards(out_dir, kind, fmt, options, created)
     images = _Images(out_dir, image_file, created)
     build = _BUILDERS[kind]
-    records = episodes = steps = 0
+    records = episodes = steps = dropped = 0
     try:
         for traj in trajs:
+            dropped += placeholder_thoughts(traj)
             names = images.names(traj)
             for record in build(traj, options=options):
                 for rel in record_images(kind, record):
@@ -309,6 +315,7 @@ def export_trajectories(
             shards=shards.close(),
             options=options.to_json(),
             meta=dict(meta or {}),
+            placeholder_thoughts=dropped,
         )
         tmp = out_dir / (MANIFEST + ".tmp")
         created.append(tmp)
@@ -324,8 +331,9 @@ def export_trajectories(
                 d.rmdir()
         raise
     log.info(
-        "export %s/%s: %d records from %d episodes (%d steps), %d images, %d shards in %.2fs",
-        kind, fmt, records, episodes, steps, manifest.images, len(manifest.shards),
+        "export %s/%s: %d records from %d episodes (%d steps, %d placeholder thoughts left out), "
+        "%d images, %d shards in %.2fs",
+        kind, fmt, records, episodes, steps, dropped, manifest.images, len(manifest.shards),
         time.monotonic() - started,
     )  # fmt: skip
     return manifest

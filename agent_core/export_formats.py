@@ -47,6 +47,7 @@ from agent_core.flywheel import StepView, TrajectoryView
 from agent_core.grammar import format_action, format_response
 from agent_core.prompts import system_prompt
 from agent_core.tasks.runner import declares_infeasible
+from agent_core.thoughts import is_placeholder_thought, learnable_thought
 
 IMAGES_DIR = "images"
 # Task platforms name the sandbox; the grammar and prompts name the action space (as agent.py maps).
@@ -150,9 +151,11 @@ def target_text(traj: TrajectoryView, step: StepView, coords: str) -> str | None
     action = corrected or recorded_action(traj, step)
     if action is None:
         return None
-    if step.label == "wrong" and corrected is None and not step.corrected_thought:
+    if step.label == "wrong" and corrected is None and not learnable_thought(step.corrected_thought):
         return None
-    return _response(step.corrected_thought or step.thought, action, step.screen, coords)
+    # A placeholder thought ("oracle step 3") is never taught: the target keeps only its action.
+    thought = learnable_thought(step.corrected_thought) or learnable_thought(step.thought)
+    return _response(thought, action, step.screen, coords)
 
 
 def history_text(traj: TrajectoryView, step: StepView, coords: str) -> str:
@@ -160,11 +163,16 @@ def history_text(traj: TrajectoryView, step: StepView, coords: str) -> str:
     action = recorded_action(traj, step)
     if action is None:
         return step.raw_output.strip() or step.action_text or "(no valid action)"
-    thought = (
-        step.corrected_thought if step.corrected_thought and step.corrected_action is None else step.thought
-    )
+    corrected = learnable_thought(step.corrected_thought) if step.corrected_action is None else ""
+    thought = corrected or learnable_thought(step.thought)
     text = _response(thought, action, step.screen, coords) or _response("", action, step.screen, coords)
-    return text or f"Thought: {thought.strip()}\nAction: {step.action_text}"
+    return text or (f"Thought: {thought}\n" if thought else "") + f"Action: {step.action_text}"
+
+
+def placeholder_thoughts(traj: TrajectoryView) -> int:
+    """How many of the trajectory's steps recorded a thought that is a placeholder (left out of every
+    record: "oracle step 3", "random", "n/a"; an empty one is no thought, not counted)."""
+    return sum(1 for s in traj.steps if s.thought.strip() and is_placeholder_thought(s.thought))
 
 
 def _platform(traj: TrajectoryView) -> str:
@@ -311,7 +319,7 @@ def _agentnet_step(traj: TrajectoryView, step: StepView) -> dict[str, Any]:
         "image": image_path(step.screenshot) if step.screenshot else None,
         "value": {
             "observation": "",
-            "thought": step.thought,
+            "thought": learnable_thought(step.thought),
             "action": _pixel_text(step, action),
             "code": agentnet_code(action, step.screen) if action is not None else "",
             "last_step_correct": action is not None and step.label != "wrong",

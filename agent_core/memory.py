@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_core.env import Obs
+from agent_core.thoughts import learnable_thought
 from agent_core.trajectory import EpisodeOutcome, StepRecord
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -94,8 +95,8 @@ def response_text(step: StepRecord) -> str:
     """What the actor said at a step: its raw response, or the canonical text when it gave structure."""
     if step.raw_output:
         return step.raw_output
-    thought = f"Thought: {step.thought}\n" if step.thought else ""
-    return f"{thought}Action: {step.action_text}"
+    thought = learnable_thought(step.thought)  # a placeholder ("oracle step 3") says nothing
+    return (f"Thought: {thought}\n" if thought else "") + f"Action: {step.action_text}"
 
 
 def _turns(history: Sequence[StepRecord]) -> list[StepRecord]:

@@ -54,11 +54,17 @@ class OraclePolicy(Policy):
         self._ctx.observation = inp.observation
         if self.think_s:
             time.sleep(self.think_s)  # stands in for a model's generation time
+        self._ctx.take_thought()  # a thought said for no action is not carried to the next one
         try:
             action = next(self._gen)
+            thought = self._ctx.take_thought()
         except StopIteration:
             action = A.Finished(content="")
-        return PolicyOutput(actions=(action,), thought=f"oracle step {inp.step_index}")
+            asked = " ".join(self._ctx.instruction.split())
+            asked = asked if len(asked) <= 160 else asked[:159] + "…"
+            thought = f'I have done what the task asked ("{asked}"), so I finish.'
+        # An action the oracle said nothing about has no thought: never a stand-in ("oracle step 3").
+        return PolicyOutput(actions=(action,), thought=thought)
 
 
 @register_policy("noop")
@@ -68,7 +74,7 @@ class NoopPolicy(Policy):
     wants_messages = False
 
     def act(self, inp: PolicyInput) -> PolicyOutput:
-        return PolicyOutput(actions=(A.Finished(content=""),), thought="do nothing")
+        return PolicyOutput(actions=(A.Finished(content=""),), thought="")  # a baseline, nothing to teach
 
 
 @register_policy("random")
@@ -91,7 +97,7 @@ class RandomPolicy(Policy):
         w, h = inp.screen if inp.screen != (0, 0) else (inp.observation.width, inp.observation.height)
         r = self.rng
         if r.random() < self.finish_prob:
-            return PolicyOutput(actions=(A.Finished(content=""),), thought="random: stop")
+            return PolicyOutput(actions=(A.Finished(content=""),), thought="")
         x, y = r.randrange(max(w, 1)), r.randrange(max(h, 1))
         choices: list[Any] = [
             lambda: A.Click(x=x, y=y),
@@ -107,4 +113,4 @@ class RandomPolicy(Policy):
                 lambda: A.RightSingle(x=x, y=y),
                 lambda: A.Press(key=r.choice(self.DESKTOP_KEYS)),
             ]
-        return PolicyOutput(actions=(r.choice(choices)(),), thought="random")
+        return PolicyOutput(actions=(r.choice(choices)(),), thought="")  # chance has no reasons

@@ -7,6 +7,9 @@ window's title bar to focus it (Alt+Tab when it is covered), a click on a node's
 
 Waits poll with a deadline and raise `OracleFailed` naming what never came, so a broken oracle
 fails loudly instead of racing the desktop (a key typed before its dialog maps goes elsewhere).
+
+Every action they yield says its thought (`said`): what is on the screen and why this action, so
+oracle demonstrations teach a model the reasons along with the clicks and keys.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from agent_core import actions as A
-from agent_core.tasks.oracles import OracleContext
+from agent_core.tasks.oracles import OracleContext, said
 
 T = TypeVar("T")
 Actions = Iterator[A.Action]
@@ -183,25 +186,44 @@ def visible_title_point(win: Window, d: Desk, wins: list[Window]) -> tuple[int, 
     return None
 
 
-def focus(ctx: OracleContext, win: Window) -> Actions:
+def focus(ctx: OracleContext, win: Window, why: str = "") -> Actions:
     """Focus `win` as a person would: click its title bar, or Alt+Tab to it when it is covered;
-    then wait until the window manager has given it the focus."""
+    then wait until the window manager has given it the focus (`why`: what the window is for)."""
     wid = int(win["id"])
-    for _ in range(3):
+    title = str(win.get("title", "")) or "the window"
+    reason = f"{why} " if why else ""
+    for attempt in range(3):
         d = desk(ctx)
         if d.active == wid:
             return
+        again = " again" if attempt else ""
         point = visible_title_point(win, d, windows(ctx))
         if point is not None:
-            yield A.Click(x=point[0], y=point[1])
+            yield said(
+                ctx,
+                f'{reason}The window "{title}" is not the active one; I click its title bar{again} to '
+                "bring it to the front.",
+                A.Click(x=point[0], y=point[1]),
+            )
         else:
             # Alt+Tab walks the windows most recently used first (stacking order, top down).
             order = [w for w in reversed(d.stacking)]
             steps = order.index(wid) if wid in order else 1
-            yield A.KeyDown(key="alt")
-            for _ in range(max(1, steps)):
-                yield A.Press(key="tab")
-            yield A.KeyUp(key="alt")
+            yield said(
+                ctx,
+                f'{reason}The window "{title}" is hidden behind others; I hold Alt down{again} to switch '
+                "windows with Tab.",
+                A.KeyDown(key="alt"),
+            )
+            for n in range(max(1, steps)):
+                yield said(
+                    ctx,
+                    f'With Alt held, I press Tab ({n + 1} of {max(1, steps)}) to move to "{title}".',
+                    A.Press(key="tab"),
+                )
+            yield said(
+                ctx, f'"{title}" is selected; I release Alt to bring it to the front.', A.KeyUp(key="alt")
+            )
         try:
             wait_until(lambda: active_window(ctx) == wid, f"window {win.get('title')!r} to take the focus", 3)
             return
@@ -243,6 +265,10 @@ class Node:
         """A click at the node's centre."""
         x, y = self.center
         return A.Click(x=x, y=y)
+
+    def said(self, ctx: OracleContext, thought: str) -> A.Click:
+        """A click at the node's centre, with `thought`."""
+        return said(ctx, thought, self.click())
 
 
 def a11y(ctx: OracleContext) -> list[Node]:
@@ -312,23 +338,32 @@ def wait_nodes(
 # --- the apps --------------------------------------------------------------------------------------
 
 
-def shell(ctx: OracleContext, command: str) -> Actions:
-    """Focus the terminal and type `command` with Enter."""
+def shell(ctx: OracleContext, command: str, why: str) -> Actions:
+    """Focus the terminal and type `command` with Enter (`why`: what the command does for the task)."""
     term = wait_window(ctx, "xterm")
-    yield from focus(ctx, term)
-    yield A.Type(content=command + "\n")
+    yield from focus(ctx, term, "I need the terminal.")
+    yield said(
+        ctx, f"{why} In the terminal I type `{command}` and press Enter.", A.Type(content=command + "\n")
+    )
 
 
-def editor(ctx: OracleContext, title: str = "") -> Actions:
+def editor(ctx: OracleContext, title: str = "", why: str = "") -> Actions:
     """Focus the Mousepad window showing `title` and click into its text (the caret goes there)."""
     win = wait_window(ctx, "mousepad", title)
-    yield from focus(ctx, win)
-    yield A.Click(x=int(win["x"]) + int(win["width"]) // 2, y=int(win["y"]) + int(win["height"]) - 60)
+    name = title or str(win.get("title", "")) or "the editor"
+    yield from focus(ctx, win, why or f'I need to edit "{name}" in Mousepad.')
+    yield said(
+        ctx,
+        f'Mousepad shows "{name}"; I click into its text so that the keys I press go there.',
+        A.Click(x=int(win["x"]) + int(win["width"]) // 2, y=int(win["y"]) + int(win["height"]) - 60),
+    )
 
 
 def save_editor(ctx: OracleContext, title: str) -> Actions:
     """Ctrl+S in Mousepad, then wait until its title drops the modified mark (`*`)."""
-    yield A.Hotkey(keys=("ctrl", "s"))
+    yield said(
+        ctx, f'The edit of "{title}" is done; I press Ctrl+S to save it.', A.Hotkey(keys=("ctrl", "s"))
+    )
 
     def saved() -> bool:
         win = find_window(ctx, "mousepad", title)
@@ -340,11 +375,22 @@ def save_editor(ctx: OracleContext, title: str) -> Actions:
 def save_as(ctx: OracleContext, path: str) -> Actions:
     """Ctrl+S on an untitled document: type the full path in the Save As dialog and confirm (a second
     Enter when the first only closed the file chooser's completion popup)."""
-    yield A.Hotkey(keys=("ctrl", "s"))
+    yield said(
+        ctx,
+        "The document is new, so Ctrl+S opens the Save As dialog to name it.",
+        A.Hotkey(keys=("ctrl", "s")),
+    )
     wait_window(ctx, "mousepad", "Save As")
-    yield A.Type(content=path)
-    for _ in range(3):
-        yield A.Press(key="enter")
+    yield said(
+        ctx, f"The Save As dialog is open; I type the full path {path} as the name.", A.Type(content=path)
+    )
+    for attempt in range(3):
+        why = (
+            "I press Enter to save under that name."
+            if not attempt
+            else "The dialog is still open (Enter only closed its completion list); I press Enter again."
+        )
+        yield said(ctx, why, A.Press(key="enter"))
         try:
             wait_no_window(ctx, "mousepad", "Save As", timeout=1.5)
             return
@@ -356,7 +402,7 @@ def save_as(ctx: OracleContext, path: str) -> Actions:
 def file_manager(ctx: OracleContext, folder: str) -> Iterator[A.Action]:
     """Focus the PCManFM window showing `folder` (its title is the folder's name)."""
     win = wait_window(ctx, "pcmanfm", folder.rstrip("/").rsplit("/", 1)[-1] or folder)
-    yield from focus(ctx, win)
+    yield from focus(ctx, win, f"The file manager shows ~/{folder}, where I have to work.")
 
 
 def folder_entries(ctx: OracleContext, folder: str, *, hidden: bool = False) -> list[str]:
@@ -386,13 +432,20 @@ PAGE_TOP = 87
 """Where a maximized Chromium's page starts on screen (below its tab strip and toolbar)."""
 
 
-def click_heading(win: Window) -> A.Click:
+def click_heading(ctx: OracleContext, win: Window, why: str = "") -> A.Click:
     """A click on the page's top heading, right of its text: it gives the page the keyboard focus and
     makes Tab start from the top of the page (the suite's pages all open with an <h1>).
 
     The browser oracles find page controls by Tab order, not through the accessibility tree: AT-SPI
     queries now and then crash this Chromium (while a tab opens or the address bar has the focus)."""
-    return A.Click(x=int(win["x"]) + int(win["width"]) * 3 // 4, y=int(win["y"]) + PAGE_TOP + 42)
+    page = str(win.get("title", "")).replace(" - Chromium", "") or "the page"
+    reason = f"{why} " if why else ""
+    return said(
+        ctx,
+        f'{reason}Chromium shows "{page}"; I click beside its heading so the keys I press go to the page, '
+        "Tab starting from its top.",
+        A.Click(x=int(win["x"]) + int(win["width"]) * 3 // 4, y=int(win["y"]) + PAGE_TOP + 42),
+    )
 
 
 def _browser_title(ctx: OracleContext) -> str:
@@ -410,10 +463,15 @@ def open_url(ctx: OracleContext, url: str, title: str, timeout: float = 10.0) ->
 
     It watches the window title only: querying the accessibility tree while the address bar has the
     focus (or a tab opens) can crash Chromium."""
-    for _ in range(4):
+    for attempt in range(4):
         before = _browser_title(ctx)
-        yield A.Hotkey(keys=("ctrl", "l"))
-        yield A.Type(content=url + "\n")
+        again = "The page did not open; " if attempt else ""
+        yield said(
+            ctx,
+            f"{again}I press Ctrl+L to put the cursor in Chromium's address bar.",
+            A.Hotkey(keys=("ctrl", "l")),
+        )
+        yield said(ctx, f"I type the address {url} and press Enter to open it.", A.Type(content=url + "\n"))
         try:
             wait_until(partial(_title_changed, ctx, before), "the page to change", timeout)
             browser_page(ctx, title, 2.0)

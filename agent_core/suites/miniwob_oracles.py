@@ -17,7 +17,7 @@ from typing import Any
 
 from agent_core import actions as A
 from agent_core.policies.base import PolicyError
-from agent_core.tasks.oracles import OracleContext, register_oracle
+from agent_core.tasks.oracles import OracleContext, register_oracle, said
 
 Element = dict[str, Any]
 Actions = Iterator[A.Action]
@@ -141,20 +141,31 @@ def click_uncovered(target: Element, above: Sequence[Element]) -> A.Click:
     raise OracleFailed(f"the element {target.get('text')!r} is hidden under others")
 
 
-def submit(ctx: OracleContext, label: str = "Submit") -> A.Click:
-    """A click on the page's button labelled `label` (case-insensitive)."""
+def submit(ctx: OracleContext, label: str = "Submit", *, done: str = "The answer is in place") -> A.Click:
+    """A click on the page's button labelled `label` (case-insensitive), saying why (`done`)."""
     els = elements(ctx)
-    return click(one(els, "button", tag="button", where=lambda e: _lower(e) == label.lower()))
+    button = one(els, "button", tag="button", where=lambda e: _lower(e) == label.lower())
+    return said(ctx, f'{done}, so I click the "{label}" button to send it.', click(button))
 
 
 def _lower(e: Element) -> str:
     return str(e.get("text", "")).strip().lower()
 
 
-def type_into(e: Element, text: str) -> Actions:
-    """Click a text field, then type `text`."""
-    yield click(e)
-    yield A.Type(content=text)
+def type_into(
+    ctx: OracleContext, e: Element, text: str, field: str = "the text field", why: str = ""
+) -> Actions:
+    """Click a text field, then type `text`, saying so (`why`: the reason for that text)."""
+    reason = f"{why} " if why else ""
+    yield said(
+        ctx, f'{reason}I need "{text}" in {field}, so I first click it to put the cursor there.', click(e)
+    )
+    yield said(ctx, f'The cursor is in {field}; I type "{text}".', A.Type(content=text))
+
+
+def asked(ctx: OracleContext) -> str:
+    """The task's utterance, quoted for a thought."""
+    return f'The task says "{utterance(ctx).strip()}"'
 
 
 # --- buttons, links, tabs ---------------------------------------------------------------------------
@@ -163,7 +174,8 @@ def type_into(e: Element, text: str) -> Actions:
 @register_oracle(PREFIX + "click-button", PREFIX + "unicode-test")
 def click_button(ctx: OracleContext) -> Actions:
     target = quoted(ctx)
-    yield click(one(elements(ctx, "#area button"), "button", text=target))
+    button = one(elements(ctx, "#area button"), "button", text=target)
+    yield said(ctx, f'{asked(ctx)}. I see a button labelled "{target}", so I click it.', click(button))
 
 
 def click_button_on_top(ctx: OracleContext, text: str) -> A.Click:
@@ -176,34 +188,55 @@ def click_button_on_top(ctx: OracleContext, text: str) -> A.Click:
 @register_oracle(PREFIX + "click-button-sequence")
 def click_button_sequence(ctx: OracleContext) -> Actions:
     # The buttons sit at random places and may overlap: click where the other does not cover.
-    yield click_button_on_top(ctx, "ONE")
-    yield click_button_on_top(ctx, "TWO")
+    first = click_button_on_top(ctx, "ONE")
+    yield said(
+        ctx, f'{asked(ctx)}. Button "ONE" comes first; I click a part of it no other button covers.', first
+    )
+    second = click_button_on_top(ctx, "TWO")
+    yield said(ctx, 'I have clicked "ONE"; now I click button "TWO" where nothing covers it.', second)
 
 
 @register_oracle(PREFIX + "click-test")
 def click_test(ctx: OracleContext) -> Actions:
-    yield click(one(elements(ctx, "#area button"), "button", tag="button"))
+    button = one(elements(ctx, "#area button"), "button", tag="button")
+    label = str(button.get("text", "")).strip()
+    yield said(
+        ctx, f'{asked(ctx)}. The only button on the page reads "{label}", so I click it.', click(button)
+    )
 
 
 @register_oracle(PREFIX + "click-test-2", PREFIX + "click-test-transfer")
 def click_test_2(ctx: OracleContext) -> Actions:
-    yield click_button_on_top(ctx, match(r"Click button (\w+)", ctx).group(1))
+    name = match(r"Click button (\w+)", ctx).group(1)
+    yield said(
+        ctx,
+        f'{asked(ctx)}. Of the buttons shown, the one labelled "{name}" is the one asked for; I click it.',
+        click_button_on_top(ctx, name),
+    )
 
 
 @register_oracle(PREFIX + "click-link")
 def click_link(ctx: OracleContext) -> Actions:
-    yield click(one(elements(ctx, "#area span"), "link", cls="alink", text=quoted(ctx)))
+    target = quoted(ctx)
+    link = one(elements(ctx, "#area span"), "link", cls="alink", text=target)
+    yield said(ctx, f'{asked(ctx)}. The text has a link "{target}"; I click it.', click(link))
 
 
 @register_oracle(PREFIX + "click-tab")
 def click_tab(ctx: OracleContext) -> Actions:
     n = match(r"Tab #(\d+)", ctx).group(1)
-    yield click(one(elements(ctx, "#area a"), "tab", text=f"Tab #{n}"))
+    tab = one(elements(ctx, "#area a"), "tab", text=f"Tab #{n}")
+    yield said(ctx, f"{asked(ctx)}. The tab strip shows tab #{n}; I click its title.", click(tab))
 
 
 @register_oracle(PREFIX + "click-dialog")
 def click_dialog(ctx: OracleContext) -> Actions:
-    yield click(one(elements(ctx, ".ui-dialog button"), "close button", cls="ui-dialog-titlebar-close"))
+    close = one(elements(ctx, ".ui-dialog button"), "close button", cls="ui-dialog-titlebar-close")
+    yield said(
+        ctx,
+        f'{asked(ctx)}. The dialog has a close button, the "x" at the right of its title bar, so I click it.',
+        click(close),
+    )
 
 
 @register_oracle(PREFIX + "click-dialog-2")
@@ -211,9 +244,17 @@ def click_dialog_2(ctx: OracleContext) -> Actions:
     target = quoted(ctx)
     els = elements(ctx, ".ui-dialog button")
     if target.lower() == "x":
-        yield click(one(els, "close button", cls="ui-dialog-titlebar-close"))
+        close = one(els, "close button", cls="ui-dialog-titlebar-close")
+        yield said(
+            ctx,
+            f'{asked(ctx)}. The "x" is the close button at the top right of the dialog; I click it.',
+            click(close),
+        )
     else:
-        yield click(one(els, "dialog button", text=target))
+        button = one(els, "dialog button", text=target)
+        yield said(
+            ctx, f'{asked(ctx)}. The dialog has a "{target}" button at its bottom; I click it.', click(button)
+        )
 
 
 @register_oracle(PREFIX + "click-widget")
@@ -221,7 +262,10 @@ def click_widget(ctx: OracleContext) -> Actions:
     kind = quoted(ctx)
     tags = {"button": ("button", None), "textarea": ("textarea", None)}
     tag, type_ = tags.get(kind, ("input", "text" if kind == "text" else kind))
-    yield click(one(elements(ctx, "#area .widget *"), f"{kind} widget", tag=tag, type=type_))
+    widget = one(elements(ctx, "#area .widget *"), f"{kind} widget", tag=tag, type=type_)
+    yield said(
+        ctx, f"{asked(ctx)}. Among the widgets, the {kind} one is this {tag}; I click it.", click(widget)
+    )
 
 
 @register_oracle(PREFIX + "identify-shape")
@@ -231,16 +275,27 @@ def identify_shape(ctx: OracleContext) -> Actions:
         raise OracleFailed("no figure in the svg")
     shape = figure[0]
     if shape["tag"] == "text":
-        answer = "Number" if str(shape.get("text", "")).strip().isdigit() else "Letter"
+        text = str(shape.get("text", "")).strip()
+        answer = "Number" if text.isdigit() else "Letter"
+        seen = f'the character "{text}", which is a {answer.lower()}'
     else:
         answer = {"circle": "Circle", "rect": "Rectangle", "polygon": "Triangle"}.get(shape["tag"], "")
-    yield click(one(elements(ctx, "#area-buttons button"), "answer", text=answer))
+        seen = f"a {answer.lower()}"
+    button = one(elements(ctx, "#area-buttons button"), "answer", text=answer)
+    yield said(
+        ctx, f'{asked(ctx)}. The figure shows {seen}, so I click the "{answer}" button.', click(button)
+    )
 
 
 @register_oracle(PREFIX + "grid-coordinate")
 def grid_coordinate(ctx: OracleContext) -> Actions:
     m = match(r"\((-?\d+),\s*(-?\d+)\)", ctx)
-    yield click(one(elements(ctx, "#area circle"), "grid point", id=f"({m.group(1)},{m.group(2)})"))
+    point = one(elements(ctx, "#area circle"), "grid point", id=f"({m.group(1)},{m.group(2)})")
+    yield said(
+        ctx,
+        f"{asked(ctx)}. Counting from the grid's origin, ({m.group(1)},{m.group(2)}) is here; I click it.",
+        click(point),
+    )
 
 
 # --- check boxes and options ------------------------------------------------------------------------
@@ -252,10 +307,13 @@ def grid_coordinate(ctx: OracleContext) -> Actions:
 def click_checkboxes(ctx: OracleContext) -> Actions:
     m = match(r"Select (.*) and click Submit", ctx)
     targets = [] if m.group(1) == "nothing" else [t.strip() for t in m.group(1).split(",")]
-    for target in targets:
+    for i, target in enumerate(targets):
         label = one(elements(ctx, "#area label"), "checkbox label", text=target)
-        yield click(_box_of(label, elements(ctx, "#area input")))
-    yield submit(ctx)
+        box = click(_box_of(label, elements(ctx, "#area input")))
+        head = f"{asked(ctx)}. " if i == 0 else ""
+        yield said(ctx, f'{head}I tick the box beside "{target}".', box)
+    done = "I have ticked every box the task names" if targets else "The task wants no box ticked"
+    yield submit(ctx, done=done)
 
 
 def _box_of(label: Element, boxes: Sequence[Element]) -> Element:
@@ -270,8 +328,11 @@ def _box_of(label: Element, boxes: Sequence[Element]) -> Element:
 def click_option(ctx: OracleContext) -> Actions:
     target = match(r"Select (.*) and click Submit", ctx).group(1)
     label = one(elements(ctx, "#boxes label"), "option label", text=target)
-    yield click(_box_of(label, elements(ctx, "#boxes input")))
-    yield submit(ctx)
+    option = click(_box_of(label, elements(ctx, "#boxes input")))
+    yield said(
+        ctx, f'{asked(ctx)}. I pick the option "{target}" by clicking the round button beside it.', option
+    )
+    yield submit(ctx, done=f'"{target}" is selected')
 
 
 # --- text fields ------------------------------------------------------------------------------------
@@ -279,43 +340,56 @@ def click_option(ctx: OracleContext) -> Actions:
 
 @register_oracle(PREFIX + "enter-text", PREFIX + "enter-text-dynamic")
 def enter_text(ctx: OracleContext) -> Actions:
-    yield from type_into(one(elements(ctx, "#area input"), "text field"), quoted(ctx))
-    yield submit(ctx)
+    text = quoted(ctx)
+    field = one(elements(ctx, "#area input"), "text field")
+    yield from type_into(ctx, field, text, why=f"{asked(ctx)}.")
+    yield submit(ctx, done=f'The field holds "{text}"')
 
 
 @register_oracle(PREFIX + "enter-text-2")
 def enter_text_2(ctx: OracleContext) -> Actions:
     m = match(r'Type "(.*)" in all (lower|upper) case', ctx)
     text = m.group(1).lower() if m.group(2) == "lower" else m.group(1).upper()
-    yield from type_into(one(elements(ctx, "#area input"), "text field"), text)
-    yield submit(ctx)
+    why = f'{asked(ctx)}, so "{m.group(1)}" becomes "{text}".'
+    yield from type_into(ctx, one(elements(ctx, "#area input"), "text field"), text, why=why)
+    yield submit(ctx, done=f'The field holds "{text}"')
 
 
 @register_oracle(PREFIX + "enter-password")
 def enter_password(ctx: OracleContext) -> Actions:
     password = quoted(ctx)
+    names = {"password": "the password field", "verify": "the field that verifies the password"}
     for field_id in ("password", "verify"):
-        yield from type_into(one(elements(ctx, "#area input"), field_id, id=field_id), password)
-    yield submit(ctx)
+        field = one(elements(ctx, "#area input"), field_id, id=field_id)
+        yield from type_into(ctx, field, password, names[field_id], why=f"{asked(ctx)}.")
+    yield submit(ctx, done="Both fields hold the password")
 
 
 @register_oracle(PREFIX + "login-user")
 def login_user(ctx: OracleContext) -> Actions:
     user, password = quoted(ctx, 0), quoted(ctx, 1)
-    yield from type_into(one(elements(ctx, "#area input"), "username", id="username"), user)
-    yield from type_into(one(elements(ctx, "#area input"), "password", id="password"), password)
-    yield submit(ctx, "Login")
+    field = one(elements(ctx, "#area input"), "username", id="username")
+    yield from type_into(ctx, field, user, "the username field", why=f"{asked(ctx)}.")
+    field = one(elements(ctx, "#area input"), "password", id="password")
+    yield from type_into(
+        ctx, field, password, "the password field", why="That is the password the task gives."
+    )
+    yield submit(ctx, "Login", done="The username and password are filled in")
 
 
 @register_oracle(PREFIX + "focus-text")
 def focus_text(ctx: OracleContext) -> Actions:
-    yield click(one(elements(ctx, "#area input"), "text field"))
+    field = one(elements(ctx, "#area input"), "text field")
+    yield said(ctx, f"{asked(ctx)}. Clicking the text field gives it the focus, so I click it.", click(field))
 
 
 @register_oracle(PREFIX + "focus-text-2")
 def focus_text_2(ctx: OracleContext) -> Actions:
     n = int(match(r"(\d+)(?:st|nd|rd|th)", ctx).group(1))
-    yield click(one(elements(ctx, "#area input"), f"text field {n}", id=f"tt{n}"))
+    field = one(elements(ctx, "#area input"), f"text field {n}", id=f"tt{n}")
+    yield said(
+        ctx, f"{asked(ctx)}. Counting from the top, field number {n} is this one; I click it.", click(field)
+    )
 
 
 @register_oracle(PREFIX + "enter-date")
@@ -323,9 +397,17 @@ def enter_date(ctx: OracleContext) -> Actions:
     month, day, year = match(r"(\d\d)/(\d\d)/(\d{4})", ctx).groups()
     field = one(elements(ctx, "#area input"), "date field", type="date")
     # The month segment is at the field's left edge; typing fills month, day and year in turn.
-    yield A.Click(x=round(float(field["left"]) + 10), y=round(float(field["cy"])))
-    yield A.Type(content=month + day + year)
-    yield submit(ctx)
+    yield said(
+        ctx,
+        f"{asked(ctx)}. The date field starts with the month; I click its left edge to begin there.",
+        A.Click(x=round(float(field["left"]) + 10), y=round(float(field["cy"]))),
+    )
+    yield said(
+        ctx,
+        f"I type {month}{day}{year}: month {month}, day {day}, year {year}, each filling its part in turn.",
+        A.Type(content=month + day + year),
+    )
+    yield submit(ctx, done=f"The field shows {month}/{day}/{year}")
 
 
 @register_oracle(PREFIX + "simple-arithmetic")
@@ -336,8 +418,15 @@ def simple_arithmetic(ctx: OracleContext) -> Actions:
         raise OracleFailed(f"cannot read the problem {problem.get('text')!r}")
     a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
     answer = a + b if op == "+" else a - b if op == "-" else a * b
-    yield from type_into(one(elements(ctx, "#area input"), "answer", id="math-answer"), str(answer))
-    yield submit(ctx)
+    why = f"The problem reads {a} {op} {b}, which is {answer}."
+    yield from type_into(
+        ctx,
+        one(elements(ctx, "#area input"), "answer", id="math-answer"),
+        str(answer),
+        "the answer field",
+        why,
+    )
+    yield submit(ctx, done=f"The answer {answer} is typed in")
 
 
 @register_oracle(PREFIX + "simple-algebra")
@@ -352,5 +441,8 @@ def simple_algebra(ctx: OracleContext) -> Actions:
         x = total - int(right) if op == "+" else total + int(right)
     else:  # a + x = c, a - x = c
         x = total - int(left) if op == "+" else int(left) - total
-    yield from type_into(one(elements(ctx, "#area input"), "answer", id="math-answer"), str(x))
-    yield submit(ctx)
+    why = f"The equation {left} {op} {right} = {total} gives x = {x}."
+    yield from type_into(
+        ctx, one(elements(ctx, "#area input"), "answer", id="math-answer"), str(x), "the answer field", why
+    )
+    yield submit(ctx, done=f"x = {x} is typed in")

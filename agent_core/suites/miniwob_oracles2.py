@@ -17,6 +17,7 @@ from agent_core.suites.miniwob_oracles import (
     Element,
     OracleFailed,
     animates,
+    asked,
     click,
     elements,
     episode_done,
@@ -28,7 +29,7 @@ from agent_core.suites.miniwob_oracles import (
     type_into,
     utterance,
 )
-from agent_core.tasks.oracles import OracleContext, register_oracle
+from agent_core.tasks.oracles import OracleContext, register_oracle, said
 
 
 def _row_of(e: Element, candidates: list[Element], *, tolerance: float = 12.0) -> list[Element]:
@@ -42,22 +43,32 @@ def _row_of(e: Element, candidates: list[Element], *, tolerance: float = 12.0) -
 @register_oracle(PREFIX + "choose-list")
 def choose_list(ctx: OracleContext) -> Actions:
     target = match(r"Select (.*) from the list", ctx).group(1)
-    yield click(one(elements(ctx, "#area select"), "list"))
+    the_list = one(elements(ctx, "#area select"), "list")
+    yield said(
+        ctx, f"{asked(ctx)}. The options are in a drop-down list; I click it to open it.", click(the_list)
+    )
     # The list is open: typing the option's text moves to it, Enter picks it.
-    yield A.Type(content=target)
-    yield A.Press(key="enter")
-    yield submit(ctx)
+    yield said(ctx, f'The list is open; typing "{target}" jumps to that option.', A.Type(content=target))
+    yield said(ctx, f'"{target}" is highlighted; I press Enter to choose it.', A.Press(key="enter"))
+    yield submit(ctx, done=f'"{target}" is chosen')
 
 
 # --- things that expand -----------------------------------------------------------------------------
 
 
+def _settle(ctx: OracleContext, what: str) -> A.Wait:
+    return said(ctx, f"{what} is still animating; I wait for it to finish.", A.Wait(seconds=SETTLE_S))
+
+
 @register_oracle(PREFIX + "click-collapsible", PREFIX + "click-collapsible-nodelay")
 def click_collapsible(ctx: OracleContext) -> Actions:
-    yield click(one(elements(ctx, "#area h3"), "section header"))
+    header = one(elements(ctx, "#area h3"), "section header")
+    yield said(
+        ctx, f"{asked(ctx)}. The section is collapsed; I click its header to expand it.", click(header)
+    )
     if animates(ctx):
-        yield A.Wait(seconds=SETTLE_S)  # the accordion animates open
-    yield submit(ctx)
+        yield _settle(ctx, "The section")  # the accordion animates open
+    yield submit(ctx, done="The section is open")
 
 
 @register_oracle(PREFIX + "click-collapsible-2", PREFIX + "click-collapsible-2-nodelay")
@@ -67,16 +78,22 @@ def click_collapsible_2(ctx: OracleContext) -> Actions:
     for i in range(headers):
         links = pick(elements(ctx, "#area span"), cls="alink", text=target)
         if links:
-            yield click(links[0])
+            yield said(ctx, f'The open section shows the link "{target}"; I click it.', click(links[0]))
             return
         header = pick(elements(ctx, "#area h3"), tag="h3")[i]
-        yield click(header)
+        name = str(header.get("text", "")).strip()
+        head = f"{asked(ctx)}. " if i == 0 else ""
+        yield said(
+            ctx,
+            f'{head}No open section shows "{target}" yet; I expand the section "{name}" to look in it.',
+            click(header),
+        )
         if animates(ctx):
-            yield A.Wait(seconds=SETTLE_S)
+            yield _settle(ctx, f'The section "{name}"')
     links = pick(elements(ctx, "#area span"), cls="alink", text=target)
     if not links:
         raise OracleFailed(f"no section holds the link {target!r}")
-    yield click(links[0])
+    yield said(ctx, f'The section I opened shows the link "{target}"; I click it.', click(links[0]))
 
 
 @register_oracle(
@@ -91,10 +108,15 @@ def click_tab_2(ctx: OracleContext) -> Actions:
     for i in range(1, tabs + 1):  # the first tab is open at the start
         links = pick(elements(ctx, "#area .ui-tabs-panel span"), cls="alink", text=target)
         if links:
-            yield click(links[0])
+            yield said(ctx, f'This tab shows the link "{target}"; I click it.', click(links[0]))
             return
         if i < tabs:
-            yield click(pick(elements(ctx, "#area a"), cls="ui-tabs-anchor")[i])
+            tab = pick(elements(ctx, "#area a"), cls="ui-tabs-anchor")[i]
+            name = str(tab.get("text", "")).strip()
+            head = f"{asked(ctx)}. " if i == 1 else ""
+            yield said(
+                ctx, f'{head}The open tab has no link "{target}"; I switch to the tab "{name}".', click(tab)
+            )
             if episode_done(ctx):  # click-tab-2-medium: switching tabs is the answer when tab 1 lacks it
                 return
     raise OracleFailed(f"no tab holds the link {target!r}")
@@ -103,16 +125,21 @@ def click_tab_2(ctx: OracleContext) -> Actions:
 @register_oracle(PREFIX + "navigate-tree")
 def navigate_tree(ctx: OracleContext) -> Actions:
     target = quoted(ctx)
-    for _ in range(10):
+    for n in range(10):
         els = elements(ctx, "#tree *")
         named = pick(els, tag="span", text=target)
+        head = f"{asked(ctx)}. " if n == 0 else ""
         if named:
-            yield click(named[0])
+            yield said(ctx, f'{head}The tree shows "{target}"; I click it.', click(named[0]))
             return
         closed = pick(els, tag="div", cls="expandable-hitarea")
         if not closed:
             raise OracleFailed(f"no folder left to open and no {target!r}")
-        yield click(closed[0])  # open the first closed folder (the tree toggles without animation)
+        yield said(
+            ctx,
+            f'{head}"{target}" is not visible yet; I open the first closed folder by clicking its arrow.',
+            click(closed[0]),
+        )  # the tree toggles without animation
     raise OracleFailed(f"{target!r} not found in the tree")
 
 
@@ -120,9 +147,11 @@ def navigate_tree(ctx: OracleContext) -> Actions:
 def use_autocomplete(ctx: OracleContext) -> Actions:
     m = match(r'starts with "(.*?)"(?: and ends with "(.*?)")?', ctx)
     start, end = m.group(1), m.group(2) or ""
-    yield from type_into(one(elements(ctx, "#area input"), "tags field", id="tags"), start)
+    field = one(elements(ctx, "#area input"), "tags field", id="tags")
+    why = f"{asked(ctx)}. Typing its start makes the field suggest words."
+    yield from type_into(ctx, field, start, why=why)
     # Autocomplete looks the prefix up on a timer (0 ms in -nodelay): page time must run for it.
-    yield A.Wait(seconds=SETTLE_S)
+    yield said(ctx, "I wait a moment for the suggestions to appear.", A.Wait(seconds=SETTLE_S))
     items = [
         e
         for e in elements(ctx, ".ui-autocomplete *")
@@ -130,17 +159,28 @@ def use_autocomplete(ctx: OracleContext) -> Actions:
     ]
     if not items:
         raise OracleFailed(f"no suggestion starts with {start!r} and ends with {end!r}")
-    yield click(items[0])
-    yield submit(ctx)
+    word = str(items[0].get("text", "")).strip()
+    ends = f' and ends with "{end}"' if end else ""
+    yield said(ctx, f'The suggestion "{word}" starts with "{start}"{ends}; I click it.', click(items[0]))
+    yield submit(ctx, done=f'The field holds "{word}"')
 
 
 @register_oracle(PREFIX + "use-spinner")
 def use_spinner(ctx: OracleContext) -> Actions:
     n = int(match(r"Select (-?\d+) with the spinner", ctx).group(1))
     arrow = "ui-spinner-up" if n > 0 else "ui-spinner-down"
-    for _ in range(abs(n)):
-        yield click(one(elements(ctx, "#area a"), "spinner arrow", cls=arrow))
-    yield submit(ctx)
+    way = "up" if n > 0 else "down"
+    for i in range(abs(n)):
+        button = one(elements(ctx, "#area a"), "spinner arrow", cls=arrow)
+        head = (
+            f"{asked(ctx)}. The spinner starts at 0, so I press its {way} arrow {abs(n)} times. "
+            if i == 0
+            else ""
+        )
+        yield said(
+            ctx, f"{head}The spinner shows {i if n > 0 else -i}; I click {way} once more.", click(button)
+        )
+    yield submit(ctx, done=f"The spinner shows {n}")
 
 
 # --- reading the page -------------------------------------------------------------------------------
@@ -154,10 +194,10 @@ def read_table(ctx: OracleContext) -> Actions:
     value = [c for c in _row_of(key, cells, tolerance=3) if c is not key]
     if not value:
         raise OracleFailed(f"no value beside {label!r}")
-    yield from type_into(
-        one(elements(ctx, "#area input"), "text field", id="tt"), str(value[0].get("text", ""))
-    )
-    yield submit(ctx)
+    text = str(value[0].get("text", ""))
+    why = f'{asked(ctx)}. In the table, the row "{label}" holds "{text}".'
+    yield from type_into(ctx, one(elements(ctx, "#area input"), "text field", id="tt"), text, why=why)
+    yield submit(ctx, done=f'The field holds "{text}"')
 
 
 @register_oracle(PREFIX + "find-word")
@@ -167,28 +207,32 @@ def find_word(ctx: OracleContext) -> Actions:
     if n > len(words):
         raise OracleFailed(f"the paragraph has {len(words)} words, not {n}")
     word = re.sub(r"[^a-zA-Z]", "", words[n - 1])
-    yield from type_into(one(elements(ctx, "#area input"), "answer field", id="answer-input"), word)
-    yield submit(ctx)
+    why = f'{asked(ctx)}. Counting the paragraph\'s words, number {n} is "{word}".'
+    field = one(elements(ctx, "#area input"), "answer field", id="answer-input")
+    yield from type_into(ctx, field, word, "the answer field", why=why)
+    yield submit(ctx, done=f'The answer "{word}" is typed in')
 
 
 @register_oracle(PREFIX + "text-transform")
 def text_transform(ctx: OracleContext) -> Actions:
     text = "".join(str(e.get("text", "")) for e in elements(ctx, "#captcha span"))
-    yield from type_into(one(elements(ctx, "#area input"), "text field", id="tt"), text)
-    yield submit(ctx)
+    why = f'{asked(ctx)}. The distorted letters read "{text}".'
+    yield from type_into(ctx, one(elements(ctx, "#area input"), "text field", id="tt"), text, why=why)
+    yield submit(ctx, done=f'The field holds "{text}"')
 
 
 @register_oracle(PREFIX + "odd-or-even")
 def odd_or_even(ctx: OracleContext) -> Actions:
     numbers = pick(elements(ctx, "#numbers *"), cls="display-number")
-    for number in numbers:
+    for i, number in enumerate(numbers):
         value = int(str(number.get("text", "")).strip())
         kind = "even" if value % 2 == 0 else "odd"
         buttons = _row_of(number, pick(elements(ctx, "#numbers button"), cls=kind), tolerance=10)
         if not buttons:
             raise OracleFailed(f"no {kind} button beside {value}")
-        yield click(buttons[0])
-    yield submit(ctx)
+        head = f"{asked(ctx)}. " if i == 0 else ""
+        yield said(ctx, f'{head}{value} is {kind}, so I click "{kind}" on its row.', click(buttons[0]))
+    yield submit(ctx, done="Every number is marked odd or even")
 
 
 @register_oracle(PREFIX + "enter-time")
@@ -196,9 +240,18 @@ def enter_time(ctx: OracleContext) -> Actions:
     hour, minute, half = match(r"(\d+):(\d\d) ?([AP]M)", ctx).groups()
     field = one(elements(ctx, "#area input"), "time field", type="time")
     # The hour segment is at the field's left edge; typing fills hour, minutes and AM/PM in turn.
-    yield A.Click(x=round(float(field["left"]) + 10), y=round(float(field["cy"])))
-    yield A.Type(content=f"{int(hour):02d}{minute}{half[0]}")
-    yield submit(ctx)
+    yield said(
+        ctx,
+        f"{asked(ctx)}. The time field starts with the hour; I click its left edge to begin there.",
+        A.Click(x=round(float(field["left"]) + 10), y=round(float(field["cy"]))),
+    )
+    typed = f"{int(hour):02d}{minute}{half[0]}"
+    yield said(
+        ctx,
+        f"I type {typed}: hour {int(hour):02d}, minutes {minute}, then {half[0]} for {half}.",
+        A.Type(content=typed),
+    )
+    yield submit(ctx, done=f"The field shows {hour}:{minute} {half}")
 
 
 class _ColorBoxes(HTMLParser):
@@ -234,6 +287,7 @@ def click_color(ctx: OracleContext) -> Actions:
         raise OracleFailed("neither a colour name nor a swatch in the query")
     for box, color in zip(boxes, colors, strict=True):
         if color == target and box.get("id") != "query-color":
-            yield click(box)
+            seen = f"the colour {target}" if named else f"the swatch's colour, {target}"
+            yield said(ctx, f"{asked(ctx)}. This box has {seen}; I click it.", click(box))
             return
     raise OracleFailed(f"no box coloured {target!r}")

@@ -4,6 +4,12 @@ An oracle is a generator function `oracle(ctx) -> Iterator[Action]`. It runs laz
 yielded action the agent performs it and observes, and only then asks for the next one, so an
 oracle can look at the environment as it is now (`ctx.env.call("dom")`, `ctx.observation`).
 Oracles have privileged access to the environment; no other policy does.
+
+Oracle demonstrations become SFT data, so each action carries the thought a model should learn with
+it: what is on the screen and why this action, in this task instance's own words (`yield said(ctx,
+'The dialog asks me to close it; its "x" is at the top right, so I click it.', action)`). An action
+yielded without one is recorded with no thought (its target teaches the action only), never with a
+stand-in like "oracle step 3".
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from agent_core.actions import Action
 from agent_core.env import Env, Obs
@@ -28,6 +34,22 @@ class OracleContext:
     observation: Obs | None = None
     """The latest observation (updated before each resumption)."""
     scratch: dict[str, Any] = field(default_factory=dict)
+    thought: str = ""
+    """The thought of the action being yielded (set by `said`, taken by the oracle policy)."""
+
+    def take_thought(self) -> str:
+        """The thought said for the action just yielded ("" when none), cleared for the next one."""
+        thought, self.thought = self.thought, ""
+        return thought
+
+
+ActionT = TypeVar("ActionT", bound=Action)
+
+
+def said(ctx: OracleContext, thought: str, action: ActionT) -> ActionT:
+    """`action`, with `thought` as what the oracle thinks when it takes it (what it sees, and why)."""
+    ctx.thought = " ".join(thought.split())
+    return action
 
 
 Oracle = Callable[[OracleContext], Iterator[Action]]

@@ -14,6 +14,7 @@ from typing import Any
 from agent_core.agent import ACTION_PLATFORM
 from agent_core.memory import build_messages
 from agent_core.prompts import system_prompt
+from agent_core.thoughts import is_placeholder_thought, learnable_thought
 from agent_core.training.types import RLEpisode, RLTurn, SFTExample
 from agent_core.trajectory import StepRecord
 
@@ -25,11 +26,12 @@ def _system(platform: str, language: str) -> str:
 
 def target_text(step: StepRecord) -> str:
     """What a model should answer at `step`: its own response where a model wrote one, else the
-    canonical UI-TARS text of the step (demonstrations and scripted policies give structure)."""
+    canonical UI-TARS text of the step (demonstrations and scripted policies give structure). A
+    placeholder thought ("oracle step 3") is never a target: the text keeps only the action."""
     if step.token_ids and step.raw_output:
         return step.raw_output
-    thought = f"Thought: {step.thought.strip()}\n" if step.thought.strip() else ""
-    return f"{thought}Action: {step.action_text}"
+    thought = learnable_thought(step.thought)
+    return (f"Thought: {thought}\n" if thought else "") + f"Action: {step.action_text}"
 
 
 def _turns(
@@ -53,6 +55,12 @@ def _turns(
                 images=history_images,
             ),
         )
+
+
+def _placeholder(step: StepRecord) -> bool:
+    """Whether the step's recorded thought was a placeholder the target leaves out."""
+    own = bool(step.token_ids and step.raw_output)
+    return not own and bool(step.thought.strip()) and is_placeholder_thought(step.thought)
 
 
 def _learnable(step: StepRecord) -> bool:
@@ -85,6 +93,7 @@ def sft_examples(
                 response=target_text(step),
                 a11y=step.observation.a11y,
                 source=f"{source}#{step.index}" if source else f"step {step.index}",
+                placeholder_thought=_placeholder(step),
             )
         )
     return out

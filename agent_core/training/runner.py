@@ -22,16 +22,18 @@ import importlib
 import json
 import math
 import random
+import re
 import shutil
 import time
 import traceback
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from agent_core.policies.local import _LOAD_LOCK, _version, is_vision_model, text_prompt, vision_encoding
+from agent_core.thoughts import is_placeholder_thought
 from agent_core.training.tiny_policy import LINEAGE_FILE
 from agent_core.training.types import Hooks, RLEpisode, RLTurn, RolloutSource, RunResult, RunSpec, SFTExample
 
@@ -375,10 +377,19 @@ class SFTTrainer(_Trainer):
 
     def encode(self, examples: Iterable[SFTExample]) -> list[_Sample]:
         out: list[_Sample] = []
+        placeholders = 0
         for ex in examples:
+            if ex.placeholder_thought or _teaches_placeholder(ex.response):
+                placeholders += 1
+                ex = _without_placeholder(ex)
             sample = self._sample(ex.messages, ex.a11y, response_ids(self.tokenizer, ex.response))
             if sample is not None:
                 out.append(sample)
+        if placeholders:
+            self.hooks.on_log(
+                f"{placeholders} example(s) recorded a placeholder thought (like 'oracle step 3'): "
+                "they teach their action only, never the placeholder"
+            )
         if self.too_long:
             self.hooks.on_log(
                 f"{self.too_long} example(s) longer than max_seq_len ({self.cfg['max_seq_len']} tokens) "
@@ -461,6 +472,23 @@ class SFTTrainer(_Trainer):
                 self.save({}, metrics)
         last = latest_checkpoint(self.out_dir)
         return RunResult("succeeded", self.step, last, metrics)
+
+
+def _teaches_placeholder(response: str) -> bool:
+    """Whether a response's Thought section is a placeholder (a source that did not mask it)."""
+    m = _THOUGHT.match(response)
+    return m is not None and is_placeholder_thought(m.group(1))
+
+
+def _without_placeholder(ex: SFTExample) -> SFTExample:
+    """The example with a placeholder Thought section taken out of its target."""
+    m = _THOUGHT.match(ex.response)
+    if m is None or not is_placeholder_thought(m.group(1)):
+        return ex
+    return replace(ex, response=ex.response[m.end() :], placeholder_thought=True)
+
+
+_THOUGHT = re.compile(r"\s*Thought:[ \t]*(.*?)\s*\n(?=\s*(?:Action_Summary|Action):)", re.S)
 
 
 # --- RL ----------------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ class SFTExample:
     """The observation's text (accessibility tree / element list) a text-only model reads."""
     source: str = ""
     """Where it came from (episode id, actor), for logs."""
+    placeholder_thought: bool = False
+    """The recorded thought was a placeholder ("oracle step 3"), left out of `response`."""
 
 
 @dataclass(frozen=True)

@@ -390,3 +390,23 @@ def test_images_are_hard_linked_or_copied(media: Media, tmp_path: Path, monkeypa
     export(trajs, copied, media, "ct", "jsonl")
     assert not os.path.samefile(src, copied / "images" / src.name)
     assert (copied / "images" / src.name).read_bytes() == src.read_bytes()
+
+
+def test_placeholder_thoughts_are_never_taught_and_are_counted(media: Media, tmp_path: Path):
+    """A scripted policy once recorded "oracle step N": no record of any kind may teach it."""
+    traj = dataclasses.replace(
+        make_trajs(media)[0],
+        steps=tuple(
+            dataclasses.replace(s, thought=t)
+            for s, t in zip(make_trajs(media)[0].steps, ["oracle step 0", "random", "", "Done."], strict=True)
+        ),
+    )
+    for kind in KINDS:
+        text = json.dumps(list(BUILDERS[kind](traj, options=ExportOptions())))
+        for stand_in in ("oracle step", "random", "Done."):
+            assert stand_in not in text, (kind, stand_in)
+    targets = [r["messages"][-1]["content"][0]["text"] for r in sft_records(traj, options=ExportOptions())]
+    assert targets and all(t.startswith("Action: ") for t in targets)  # the action is still taught
+    manifest = export([traj], tmp_path / "out", media, "sft", "jsonl")
+    assert manifest.placeholder_thoughts == 3  # the empty thought is no placeholder: nothing was said
+    assert ExportManifest.from_json(manifest.to_json()).placeholder_thoughts == 3

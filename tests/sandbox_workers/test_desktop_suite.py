@@ -19,6 +19,7 @@ from agent_core.policies import make_policy
 from agent_core.suites import desktop as suite
 from agent_core.tasks.runner import prepare
 from agent_core.tasks.spec import TaskSpec
+from agent_core.thoughts import is_placeholder_thought
 from sandbox_workers.agent_env import SandboxEnv
 
 SEEDS = tuple(range(int(os.environ.get("DESKTOP_SUITE_SEEDS", "2"))))
@@ -50,4 +51,7 @@ def test_oracle_scores_1_and_doing_nothing_0(xdesktop_sandbox: Any, task: TaskSp
         why = f"{policy}: {out.stop_reason} after {len(out.steps)} steps; checks {out.check.details}"
         assert out.stop_reason == "finished", why
         assert out.reward == want, why
+        if policy == "oracle":  # its demonstrations are SFT data: a reason for every step, no stand-in
+            stand_ins = [(s.index, s.thought) for s in out.steps if is_placeholder_thought(s.thought)]
+            assert not stand_ins, stand_ins
         print(f"{task.id} seed {seed} {policy}: {time.monotonic() - t0:.1f} s, {len(out.steps)} steps")

@@ -19,6 +19,7 @@ from agent_core.policies import make_policy
 from agent_core.suites import miniwob as suite
 from agent_core.tasks.oracles import oracle_names
 from agent_core.tasks.runner import evaluate, prepare
+from agent_core.thoughts import is_placeholder_thought
 from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import Profile
 from sandbox_workers.providers.browser import BrowserProvider
@@ -65,6 +66,9 @@ def test_oracle_solves_and_noop_does_not(env: SandboxEnv, task_id: str, seed: in
     # answer finishes itself.
     assert outcome.stop_reason in ("env_done", "finished"), describe(outcome)
     assert len(outcome.steps) <= spec.limits.max_steps
+    # Oracle demonstrations are SFT data: every step says what it sees and why, never a stand-in.
+    stand_ins = [(s.index, s.thought) for s in outcome.steps if is_placeholder_thought(s.thought)]
+    assert not stand_ins, stand_ins
 
     outcome = run_episode(env, make_policy("noop"), prepare(spec, env, seed=seed))
     assert outcome.reward == 0.0, describe(outcome)

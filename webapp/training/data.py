@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime
 
 from django.core.files.storage import default_storage
@@ -18,6 +19,7 @@ from django.db.models import Prefetch, QuerySet
 from agent_core import actions as A
 from agent_core.agent import screen_action_text
 from agent_core.env import Obs
+from agent_core.thoughts import learnable_thought
 from agent_core.training.episodes import rl_episode, sft_examples
 from agent_core.training.types import RLEpisode, SFTExample
 from agent_core.trajectory import StepRecord
@@ -133,11 +135,11 @@ def _corrected(examples: list[SFTExample], episode: Episode, steps: list[StepRec
                 action = A.action_from_dict(label.corrected_action)
             except A.ActionError:
                 continue  # a correction that no longer parses teaches nothing
-            thought = (label.corrected_thought or step.thought).strip()
+            thought = learnable_thought(label.corrected_thought) or learnable_thought(step.thought)
             screen = (step.observation.width, step.observation.height)
             action_text = screen_action_text(action, screen)
-        elif label.corrected_thought:
-            thought, action_text = label.corrected_thought.strip(), step.action_text
+        elif learnable_thought(label.corrected_thought):
+            thought, action_text = learnable_thought(label.corrected_thought), step.action_text
         elif label.label == StepLabel.Label.WRONG:
             continue
         else:
@@ -145,7 +147,9 @@ def _corrected(examples: list[SFTExample], episode: Episode, steps: list[StepRec
             continue
         response = (f"Thought: {thought}\n" if thought else "") + f"Action: {action_text}"
         out.append(
-            SFTExample(messages=example.messages, response=response, a11y=example.a11y, source=example.source)
+            replace(
+                example, response=response, placeholder_thought=example.placeholder_thought and not thought
+            )
         )
     return out
 

@@ -100,6 +100,36 @@ def test_a_half_written_checkpoint_is_never_the_latest(base: Path, tmp_path: Pat
     assert latest is not None and latest.name == "step-000005"
 
 
+class LogHooks(NullHooks):
+    def __init__(self) -> None:
+        super().__init__(quiet=True)
+        self.lines: list[str] = []
+
+    def on_log(self, message: str) -> None:
+        self.lines.append(message)
+
+
+def test_sft_masks_placeholder_thoughts_and_says_how_many(base: Path, tmp_path: Path) -> None:
+    """Examples whose target still says "Thought: oracle step N" (an old export, another source) train
+    on their action only; the run log counts them."""
+    import dataclasses
+
+    from agent_core.training.runner import _without_placeholder
+
+    examples = oracle_examples(TASKS, range(4))
+    stale = [
+        dataclasses.replace(ex, response=f"Thought: oracle step {i}\n" + ex.response.split("\n")[-1])
+        for i, ex in enumerate(examples[:3])
+    ]
+    masked = _without_placeholder(stale[0])
+    assert masked.response.startswith("Action: ") and masked.placeholder_thought
+    assert _without_placeholder(examples[3]) is examples[3]  # a real thought stays
+    hooks = LogHooks()
+    config = validate_config("sft", {"batch_size": 2, "max_steps": 1})
+    run(RunSpec("sft", config, base, tmp_path), hooks, examples=[*stale, examples[3]])
+    assert any(line.startswith("3 example(s) recorded a placeholder thought") for line in hooks.lines)
+
+
 def test_resume_from_an_incomplete_checkpoint_is_refused(base: Path, tmp_path: Path) -> None:
     with pytest.raises(TrainingError, match="not a complete checkpoint"):
         run(

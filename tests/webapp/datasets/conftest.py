@@ -47,7 +47,7 @@ def build_episode(
             actor="human" if source == "human" else "agent",
             action=action or {"type": "invalid"},
             action_text="" if action is None else f"click(start_box='({action.get('x')},{action.get('y')})')",
-            thought=spec.get("thought", f"step {i}"),
+            thought=spec.get("thought", f"The form wants its control {i}; I click it."),
             screenshot_png=png(spec.get("screen", i), size=(64, 36)),
             screen_size=(64, 36),
             invalid_reason=spec.get("invalid", "" if action is not None else "no Action: line"),

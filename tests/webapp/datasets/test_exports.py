@@ -316,3 +316,28 @@ def test_an_export_is_private_to_the_platform_user(sft_version: DatasetVersion, 
         os.umask(old)
     for folder in (exports_dir, exports_dir / done.path):
         assert folder.stat().st_mode & 0o777 == 0o700, folder
+
+
+def test_an_sft_export_of_stand_in_thoughts_teaches_actions_only_and_says_how_many(
+    exports_dir: Path, client_for
+) -> None:  # type: ignore[no-untyped-def]
+    """The first flywheel-sft export taught "Thought: oracle step N" in 103 of 105 samples."""
+    stand_ins = [{**s, "thought": f"oracle step {i}"} for i, s in enumerate(GOOD)]
+    build_episode(steps=stand_ins, reward=1.0)
+    flywheel_round_close()
+    version = DatasetVersion.objects.get(dataset__name=SFT_DATASET, number=1)
+    done = _run(version)
+    assert done.status == "done", done.error
+    root = exports_dir / done.path
+    text = "".join(f.read_text() for f in (root / "data").glob("*.jsonl"))
+    assert "oracle step" not in text and text.count('"assistant"') >= 3
+    assert done.manifest["placeholder_thoughts"] == 3
+    page = client_for("researcher").get(reverse("datasets:version_detail", args=[version.pk]))
+    assert "3 placeholder thoughts left out" in page.content.decode()
+    # The trainer reads the same version: its targets teach the actions only.
+    from webapp.training.data import sft_examples_for
+
+    examples = list(sft_examples_for(version, history_images=1))
+    assert len(examples) == 3 and all(e.placeholder_thought for e in examples)
+    assert all(e.response.startswith("Action: ") for e in examples)
+    assert "oracle step" not in json.dumps([e.messages for e in examples])

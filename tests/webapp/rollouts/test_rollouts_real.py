@@ -145,6 +145,45 @@ def test_oracle_scores_1_and_do_nothing_0_through_celery_workers(sample_suite, p
         assert episode.final_screen_width and episode.final_screen_height
     # Episodic memory: every oracle episode left a summary the next ones of its family can recall.
     assert all("succeeded" in e.summary for e in Episode.objects.filter(batch=good))
+    _sft_export_teaches_real_thoughts(good, tmp_path)
+
+
+def _sft_export_teaches_real_thoughts(batch: RolloutBatch, tmp_path: Path) -> None:
+    """A round routes the oracle episodes into flywheel-sft; its SFT export teaches every step with
+    the oracle's own thought about that task instance, never a stand-in like "oracle step 3"."""
+    import json
+    import re
+
+    from agent_core.thoughts import is_placeholder_thought
+    from webapp.datasets import exports
+    from webapp.datasets.models import DatasetVersion
+    from webapp.datasets.routing import SFT_DATASET, flywheel_round_close
+
+    with override_settings(EXPORTS_DIR=tmp_path / "exports"):
+        flywheel_round_close()
+        version = DatasetVersion.objects.get(dataset__name=SFT_DATASET, number=1)
+        assert set(version.memberships.values_list("episode_id", flat=True)) >= set(
+            Episode.objects.filter(batch=batch).values_list("pk", flat=True)
+        )
+        export = exports.export_run(
+            export_id=exports.export_create(version=version, kind="sft", fmt="jsonl").pk
+        )
+        assert export is not None and export.status == "done", export and export.error
+        root = exports.export_root(export=export)
+        records = [json.loads(line) for f in sorted((root / "data").glob("*.jsonl")) for line in f.open()]
+    assert records and export.manifest["placeholder_thoughts"] == 0
+    said = [
+        part["text"]
+        for r in records
+        for m in r["messages"]
+        if m["role"] == "assistant"
+        for part in m["content"]
+        if part["type"] == "text"
+    ]
+    thoughts = [re.match(r"Thought: (.*?)\nAction:", t, re.S) for t in said]
+    assert all(thoughts), [t for t, m in zip(said, thoughts, strict=True) if not m][:3]
+    assert not [m.group(1) for m in thoughts if m and is_placeholder_thought(m.group(1))]
+    assert not any("oracle step" in t for t in said)
 
 
 def test_worker_killed_mid_episode_is_rerun_elsewhere_and_counted_once(host, personas, tmp_path):

@@ -194,7 +194,8 @@ def test_sft_examples_follow_the_review(personas: Personas):
         [f"episode {plain.pk}#{i}" for i in range(3)] + [f"episode {reviewed.pk}#{i}" for i in (1, 2)]
     )
     assert (
-        by_source[f"episode {plain.pk}#1"].response == "Thought: step 1\nAction: click(start_box='(20,20)')"
+        by_source[f"episode {plain.pk}#1"].response
+        == "Thought: The form wants its control 1; I click it.\nAction: click(start_box='(20,20)')"
     )
     assert (
         by_source[f"episode {reviewed.pk}#1"].response
@@ -202,7 +203,8 @@ def test_sft_examples_follow_the_review(personas: Personas):
     )
     # The history of later steps stays as it happened.
     later = by_source[f"episode {reviewed.pk}#2"].messages
-    assert any(m.get("content") == "Thought: step 1\nAction: click(start_box='(20,20)')" for m in later)
+    said = "Thought: The form wants its control 1; I click it.\nAction: click(start_box='(20,20)')"
+    assert any(m.get("content") == said for m in later)
 
 
 def test_a_missing_screenshot_file_is_a_data_error(rollout):
