@@ -42,10 +42,8 @@ def _model_dir(policy: PolicyVersion) -> Path:
     return path
 
 
-def policy_merge_request(
-    *, sources: list[tuple[PolicyVersion, float]], name: str | None = None, by: AbstractBaseUser
-) -> PolicyMerge:
-    """Check a merge of `sources` (policy, weight) and queue it; a mismatch raises TrainingRunError."""
+def _check_sources(sources: list[tuple[PolicyVersion, float]]) -> None:
+    """The policies can be merged with these weights (TrainingRunError naming sources or weights)."""
     if len(sources) < 2:
         raise TrainingRunError("a merge needs at least two policies", "sources")
     names = [p.name for p, _ in sources]
@@ -61,18 +59,34 @@ def policy_merge_request(
         for policy, path in zip((p for p, _ in sources), paths, strict=True):
             msg = msg.replace(str(path), f"policy {policy.name}")
         raise TrainingRunError(msg, "weights" if "weight" in msg else "sources") from None
+
+
+def policy_merge_request(
+    *, sources: list[tuple[PolicyVersion, float]], name: str | None = None, by: AbstractBaseUser
+) -> PolicyMerge:
+    """Check a merge of `sources` (policy, weight) and queue it; a mismatch raises TrainingRunError
+    naming every input at fault (the sources and weights, and the name)."""
+    errors: list[tuple[str | None, str]] = []
+    names = [p.name for p, _ in sources]
+    try:
+        _check_sources(sources)
+    except TrainingRunError as exc:
+        errors += exc.errors
     wanted = (name or "").strip()
     if wanted:
         if slugify(wanted) != wanted or len(wanted) > 100:
-            raise TrainingRunError(
-                f"{wanted!r} is not a slug (lowercase letters, digits, '-', '_'; up to 100)", "name"
+            errors.append(
+                ("name", f"{wanted!r} is not a slug (lowercase letters, digits, '-', '_'; up to 100)")
             )
-        taken = PolicyMerge.objects.filter(
-            name=wanted, status__in=[PolicyMerge.Status.PENDING, PolicyMerge.Status.RUNNING]
-        ).exists()
-        if taken or PolicyVersion.objects.filter(name=wanted).exists():
-            raise TrainingRunError(f"a policy called {wanted!r} exists already or is being made", "name")
-    else:
+        else:
+            taken = PolicyMerge.objects.filter(
+                name=wanted, status__in=[PolicyMerge.Status.PENDING, PolicyMerge.Status.RUNNING]
+            ).exists()
+            if taken or PolicyVersion.objects.filter(name=wanted).exists():
+                errors.append(("name", f"a policy called {wanted!r} exists already or is being made"))
+    if errors:
+        raise TrainingRunError.of(errors)
+    if not wanted:
         wanted = free_policy_name(slugify("merge-" + "-".join(names))[:80])
     merge = PolicyMerge.objects.create(
         name=wanted,

@@ -144,7 +144,7 @@ def policy_merge(request: HttpRequest) -> HttpResponse:
             sources=[(a, weight), (b, round(1.0 - weight, 12))], name=post.get("name", ""), by=request.user
         )
     except TrainingRunError as exc:
-        messages.error(request, f"Merge refused: {exc.message}")
+        messages.error(request, f"Merge refused: {exc if len(exc.errors) > 1 else exc.message}")
         return redirect("training:run_list")
     messages.success(request, f"Merge #{merge.pk} queued: it makes policy {merge.name}.")
     return redirect("training:run_list")

@@ -133,6 +133,16 @@ def test_names_must_be_free_slugs(personas: Personas, policies: dict[str, Policy
     assert "exists already" in post(personas.admin, {"sources": two, "name": "rl-b"}).json()["detail"]
 
 
+def test_every_input_at_fault_is_named_at_once(
+    personas: Personas, policies: dict[str, PolicyVersion]
+) -> None:
+    sources = [{"policy": "sft-a", "weight": 0.6}, {"policy": "rl-b", "weight": 0.6}]
+    body = post(personas.admin, {"sources": sources, "name": "Not A Slug"}).json()
+    assert [e["field"] for e in body["errors"]] == ["weights", "name"], body
+    assert "sum to 1.2" in body["errors"][0]["message"] and "not a slug" in body["errors"][1]["message"]
+    assert not PolicyMerge.objects.exists()
+
+
 def test_only_those_who_launch_training_merge(personas: Personas, policies: dict[str, PolicyVersion]) -> None:
     two = [{"policy": "sft-a", "weight": 0.5}, {"policy": "rl-b", "weight": 0.5}]
     assert post(personas.researcher, {"sources": two}).status_code == 403
@@ -200,7 +210,10 @@ def test_the_training_page_merges_two_policies_and_lists_the_merge(
 
     # A refusal comes back as a message naming the problem; nothing is queued.
     r = admin.post(reverse("training:policy_merge"), {**form, "policy_b": policies["narrow"].pk}, follow=True)
-    assert "Merge refused: configs of policy sft-a and policy narrow differ" in r.content.decode()
+    refused = r.content.decode()
+    # Every problem at once: the sources do not match, and the name is taken by the merge above.
+    assert "Merge refused: sources: configs of policy sft-a and policy narrow differ" in refused
+    assert "name: a policy called &#x27;half-half&#x27; exists already or is being made" in refused
     r = admin.post(reverse("training:policy_merge"), {**form, "weight_a": "lots"}, follow=True)
     assert "must be a number from 0 to 1" in r.content.decode()
     assert PolicyMerge.objects.count() == 1
