@@ -225,12 +225,11 @@ def main() -> None:
                 {"iterations": args.rl_iterations, "episodes_per_iteration": args.episodes_per_iteration,
                  "lr": args.rl_lr, "minibatch_size": args.rl_minibatch, "kl_coef": args.rl_kl_coef,
                  "checkpoint_every": 10_000, "seed": seed,
-                 "max_steps_per_episode": 6, "max_new_tokens": 48, "temperature": 1.0,
+                 "max_steps_per_episode": 6, "max_new_tokens": POLICY_CONFIG["max_new_tokens"],
+                 "temperature": 1.0,
                  **({"value_pretrain_steps": 2} if args.algorithm == "ppo" else {})},
             )  # fmt: skip
-            source = LocalRolloutSource(
-                rl_specs, pool, policy={**greedy, "temperature": 1.0, "seed": None, "max_new_tokens": 48}
-            )
+            source = LocalRolloutSource(rl_specs, pool, policy={**greedy, "temperature": 1.0, "seed": None})
             rl_out = (
                 work
                 / f"seed{seed}"

@@ -163,11 +163,6 @@ def type_into(
     yield said(ctx, f'The cursor is in {field}; I type "{text}".', A.Type(content=text))
 
 
-def asked(ctx: OracleContext) -> str:
-    """The task's utterance, quoted for a thought."""
-    return f'The task says "{utterance(ctx).strip()}"'
-
-
 # --- buttons, links, tabs ---------------------------------------------------------------------------
 
 
@@ -175,7 +170,7 @@ def asked(ctx: OracleContext) -> str:
 def click_button(ctx: OracleContext) -> Actions:
     target = quoted(ctx)
     button = one(elements(ctx, "#area button"), "button", text=target)
-    yield said(ctx, f'{asked(ctx)}. I see a button labelled "{target}", so I click it.', click(button))
+    yield said(ctx, f'The task names the button "{target}"; I see it, so I click it.', click(button))
 
 
 def click_button_on_top(ctx: OracleContext, text: str) -> A.Click:
@@ -189,9 +184,7 @@ def click_button_on_top(ctx: OracleContext, text: str) -> A.Click:
 def click_button_sequence(ctx: OracleContext) -> Actions:
     # The buttons sit at random places and may overlap: click where the other does not cover.
     first = click_button_on_top(ctx, "ONE")
-    yield said(
-        ctx, f'{asked(ctx)}. Button "ONE" comes first; I click a part of it no other button covers.', first
-    )
+    yield said(ctx, 'Button "ONE" comes first; I click a part of it no other button covers.', first)
     second = click_button_on_top(ctx, "TWO")
     yield said(ctx, 'I have clicked "ONE"; now I click button "TWO" where nothing covers it.', second)
 
@@ -200,9 +193,7 @@ def click_button_sequence(ctx: OracleContext) -> Actions:
 def click_test(ctx: OracleContext) -> Actions:
     button = one(elements(ctx, "#area button"), "button", tag="button")
     label = str(button.get("text", "")).strip()
-    yield said(
-        ctx, f'{asked(ctx)}. The only button on the page reads "{label}", so I click it.', click(button)
-    )
+    yield said(ctx, f'The only button on the page reads "{label}", so I click it.', click(button))
 
 
 @register_oracle(PREFIX + "click-test-2", PREFIX + "click-test-transfer")
@@ -210,7 +201,7 @@ def click_test_2(ctx: OracleContext) -> Actions:
     name = match(r"Click button (\w+)", ctx).group(1)
     yield said(
         ctx,
-        f'{asked(ctx)}. Of the buttons shown, the one labelled "{name}" is the one asked for; I click it.',
+        f'Of the buttons shown, the one labelled "{name}" is the one asked for; I click it.',
         click_button_on_top(ctx, name),
     )
 
@@ -219,14 +210,14 @@ def click_test_2(ctx: OracleContext) -> Actions:
 def click_link(ctx: OracleContext) -> Actions:
     target = quoted(ctx)
     link = one(elements(ctx, "#area span"), "link", cls="alink", text=target)
-    yield said(ctx, f'{asked(ctx)}. The text has a link "{target}"; I click it.', click(link))
+    yield said(ctx, f'The text has a link "{target}"; I click it.', click(link))
 
 
 @register_oracle(PREFIX + "click-tab")
 def click_tab(ctx: OracleContext) -> Actions:
     n = match(r"Tab #(\d+)", ctx).group(1)
     tab = one(elements(ctx, "#area a"), "tab", text=f"Tab #{n}")
-    yield said(ctx, f"{asked(ctx)}. The tab strip shows tab #{n}; I click its title.", click(tab))
+    yield said(ctx, f"The tab strip shows tab #{n}; I click its title.", click(tab))
 
 
 @register_oracle(PREFIX + "click-dialog")
@@ -234,7 +225,7 @@ def click_dialog(ctx: OracleContext) -> Actions:
     close = one(elements(ctx, ".ui-dialog button"), "close button", cls="ui-dialog-titlebar-close")
     yield said(
         ctx,
-        f'{asked(ctx)}. The dialog has a close button, the "x" at the right of its title bar, so I click it.',
+        'The dialog has a close button, the "x" at the right of its title bar, so I click it.',
         click(close),
     )
 
@@ -247,14 +238,12 @@ def click_dialog_2(ctx: OracleContext) -> Actions:
         close = one(els, "close button", cls="ui-dialog-titlebar-close")
         yield said(
             ctx,
-            f'{asked(ctx)}. The "x" is the close button at the top right of the dialog; I click it.',
+            'The "x" is the close button at the top right of the dialog; I click it.',
             click(close),
         )
     else:
         button = one(els, "dialog button", text=target)
-        yield said(
-            ctx, f'{asked(ctx)}. The dialog has a "{target}" button at its bottom; I click it.', click(button)
-        )
+        yield said(ctx, f'The dialog has a "{target}" button at its bottom; I click it.', click(button))
 
 
 @register_oracle(PREFIX + "click-widget")
@@ -264,7 +253,9 @@ def click_widget(ctx: OracleContext) -> Actions:
     tag, type_ = tags.get(kind, ("input", "text" if kind == "text" else kind))
     widget = one(elements(ctx, "#area .widget *"), f"{kind} widget", tag=tag, type=type_)
     yield said(
-        ctx, f"{asked(ctx)}. Among the widgets, the {kind} one is this {tag}; I click it.", click(widget)
+        ctx,
+        f"The task wants the {kind} widget; among the widgets it is this {tag}, so I click it.",
+        click(widget),
     )
 
 
@@ -282,9 +273,7 @@ def identify_shape(ctx: OracleContext) -> Actions:
         answer = {"circle": "Circle", "rect": "Rectangle", "polygon": "Triangle"}.get(shape["tag"], "")
         seen = f"a {answer.lower()}"
     button = one(elements(ctx, "#area-buttons button"), "answer", text=answer)
-    yield said(
-        ctx, f'{asked(ctx)}. The figure shows {seen}, so I click the "{answer}" button.', click(button)
-    )
+    yield said(ctx, f'The figure shows {seen}, so I click the "{answer}" button.', click(button))
 
 
 @register_oracle(PREFIX + "grid-coordinate")
@@ -293,7 +282,7 @@ def grid_coordinate(ctx: OracleContext) -> Actions:
     point = one(elements(ctx, "#area circle"), "grid point", id=f"({m.group(1)},{m.group(2)})")
     yield said(
         ctx,
-        f"{asked(ctx)}. Counting from the grid's origin, ({m.group(1)},{m.group(2)}) is here; I click it.",
+        f"Counting from the grid's origin, ({m.group(1)},{m.group(2)}) is here; I click it.",
         click(point),
     )
 
@@ -307,11 +296,10 @@ def grid_coordinate(ctx: OracleContext) -> Actions:
 def click_checkboxes(ctx: OracleContext) -> Actions:
     m = match(r"Select (.*) and click Submit", ctx)
     targets = [] if m.group(1) == "nothing" else [t.strip() for t in m.group(1).split(",")]
-    for i, target in enumerate(targets):
+    for target in targets:
         label = one(elements(ctx, "#area label"), "checkbox label", text=target)
         box = click(_box_of(label, elements(ctx, "#area input")))
-        head = f"{asked(ctx)}. " if i == 0 else ""
-        yield said(ctx, f'{head}I tick the box beside "{target}".', box)
+        yield said(ctx, f'I tick the box beside "{target}".', box)
     done = "I have ticked every box the task names" if targets else "The task wants no box ticked"
     yield submit(ctx, done=done)
 
@@ -329,9 +317,7 @@ def click_option(ctx: OracleContext) -> Actions:
     target = match(r"Select (.*) and click Submit", ctx).group(1)
     label = one(elements(ctx, "#boxes label"), "option label", text=target)
     option = click(_box_of(label, elements(ctx, "#boxes input")))
-    yield said(
-        ctx, f'{asked(ctx)}. I pick the option "{target}" by clicking the round button beside it.', option
-    )
+    yield said(ctx, f'I pick the option "{target}" by clicking the round button beside it.', option)
     yield submit(ctx, done=f'"{target}" is selected')
 
 
@@ -342,7 +328,7 @@ def click_option(ctx: OracleContext) -> Actions:
 def enter_text(ctx: OracleContext) -> Actions:
     text = quoted(ctx)
     field = one(elements(ctx, "#area input"), "text field")
-    yield from type_into(ctx, field, text, why=f"{asked(ctx)}.")
+    yield from type_into(ctx, field, text, why="")
     yield submit(ctx, done=f'The field holds "{text}"')
 
 
@@ -350,7 +336,7 @@ def enter_text(ctx: OracleContext) -> Actions:
 def enter_text_2(ctx: OracleContext) -> Actions:
     m = match(r'Type "(.*)" in all (lower|upper) case', ctx)
     text = m.group(1).lower() if m.group(2) == "lower" else m.group(1).upper()
-    why = f'{asked(ctx)}, so "{m.group(1)}" becomes "{text}".'
+    why = f'The task wants {m.group(2)} case, so "{m.group(1)}" becomes "{text}".'
     yield from type_into(ctx, one(elements(ctx, "#area input"), "text field"), text, why=why)
     yield submit(ctx, done=f'The field holds "{text}"')
 
@@ -361,7 +347,7 @@ def enter_password(ctx: OracleContext) -> Actions:
     names = {"password": "the password field", "verify": "the field that verifies the password"}
     for field_id in ("password", "verify"):
         field = one(elements(ctx, "#area input"), field_id, id=field_id)
-        yield from type_into(ctx, field, password, names[field_id], why=f"{asked(ctx)}.")
+        yield from type_into(ctx, field, password, names[field_id], why="")
     yield submit(ctx, done="Both fields hold the password")
 
 
@@ -369,7 +355,7 @@ def enter_password(ctx: OracleContext) -> Actions:
 def login_user(ctx: OracleContext) -> Actions:
     user, password = quoted(ctx, 0), quoted(ctx, 1)
     field = one(elements(ctx, "#area input"), "username", id="username")
-    yield from type_into(ctx, field, user, "the username field", why=f"{asked(ctx)}.")
+    yield from type_into(ctx, field, user, "the username field", why="")
     field = one(elements(ctx, "#area input"), "password", id="password")
     yield from type_into(
         ctx, field, password, "the password field", why="That is the password the task gives."
@@ -380,16 +366,14 @@ def login_user(ctx: OracleContext) -> Actions:
 @register_oracle(PREFIX + "focus-text")
 def focus_text(ctx: OracleContext) -> Actions:
     field = one(elements(ctx, "#area input"), "text field")
-    yield said(ctx, f"{asked(ctx)}. Clicking the text field gives it the focus, so I click it.", click(field))
+    yield said(ctx, "The text field must get the focus; clicking it gives it the focus.", click(field))
 
 
 @register_oracle(PREFIX + "focus-text-2")
 def focus_text_2(ctx: OracleContext) -> Actions:
     n = int(match(r"(\d+)(?:st|nd|rd|th)", ctx).group(1))
     field = one(elements(ctx, "#area input"), f"text field {n}", id=f"tt{n}")
-    yield said(
-        ctx, f"{asked(ctx)}. Counting from the top, field number {n} is this one; I click it.", click(field)
-    )
+    yield said(ctx, f"Counting from the top, field number {n} is this one; I click it.", click(field))
 
 
 @register_oracle(PREFIX + "enter-date")
@@ -399,7 +383,7 @@ def enter_date(ctx: OracleContext) -> Actions:
     # The month segment is at the field's left edge; typing fills month, day and year in turn.
     yield said(
         ctx,
-        f"{asked(ctx)}. The date field starts with the month; I click its left edge to begin there.",
+        "The date field starts with the month; I click its left edge to begin there.",
         A.Click(x=round(float(field["left"]) + 10), y=round(float(field["cy"]))),
     )
     yield said(

@@ -17,7 +17,6 @@ from agent_core.suites.miniwob_oracles import (
     Element,
     OracleFailed,
     animates,
-    asked,
     click,
     elements,
     episode_done,
@@ -44,9 +43,7 @@ def _row_of(e: Element, candidates: list[Element], *, tolerance: float = 12.0) -
 def choose_list(ctx: OracleContext) -> Actions:
     target = match(r"Select (.*) from the list", ctx).group(1)
     the_list = one(elements(ctx, "#area select"), "list")
-    yield said(
-        ctx, f"{asked(ctx)}. The options are in a drop-down list; I click it to open it.", click(the_list)
-    )
+    yield said(ctx, "The options are in a drop-down list; I click it to open it.", click(the_list))
     # The list is open: typing the option's text moves to it, Enter picks it.
     yield said(ctx, f'The list is open; typing "{target}" jumps to that option.', A.Type(content=target))
     yield said(ctx, f'"{target}" is highlighted; I press Enter to choose it.', A.Press(key="enter"))
@@ -63,9 +60,7 @@ def _settle(ctx: OracleContext, what: str) -> A.Wait:
 @register_oracle(PREFIX + "click-collapsible", PREFIX + "click-collapsible-nodelay")
 def click_collapsible(ctx: OracleContext) -> Actions:
     header = one(elements(ctx, "#area h3"), "section header")
-    yield said(
-        ctx, f"{asked(ctx)}. The section is collapsed; I click its header to expand it.", click(header)
-    )
+    yield said(ctx, "The section is collapsed; I click its header to expand it.", click(header))
     if animates(ctx):
         yield _settle(ctx, "The section")  # the accordion animates open
     yield submit(ctx, done="The section is open")
@@ -82,10 +77,9 @@ def click_collapsible_2(ctx: OracleContext) -> Actions:
             return
         header = pick(elements(ctx, "#area h3"), tag="h3")[i]
         name = str(header.get("text", "")).strip()
-        head = f"{asked(ctx)}. " if i == 0 else ""
         yield said(
             ctx,
-            f'{head}No open section shows "{target}" yet; I expand the section "{name}" to look in it.',
+            f'No open section shows "{target}" yet; I expand the section "{name}" to look in it.',
             click(header),
         )
         if animates(ctx):
@@ -113,10 +107,7 @@ def click_tab_2(ctx: OracleContext) -> Actions:
         if i < tabs:
             tab = pick(elements(ctx, "#area a"), cls="ui-tabs-anchor")[i]
             name = str(tab.get("text", "")).strip()
-            head = f"{asked(ctx)}. " if i == 1 else ""
-            yield said(
-                ctx, f'{head}The open tab has no link "{target}"; I switch to the tab "{name}".', click(tab)
-            )
+            yield said(ctx, f'The open tab has no link "{target}"; I switch to the tab "{name}".', click(tab))
             if episode_done(ctx):  # click-tab-2-medium: switching tabs is the answer when tab 1 lacks it
                 return
     raise OracleFailed(f"no tab holds the link {target!r}")
@@ -125,19 +116,18 @@ def click_tab_2(ctx: OracleContext) -> Actions:
 @register_oracle(PREFIX + "navigate-tree")
 def navigate_tree(ctx: OracleContext) -> Actions:
     target = quoted(ctx)
-    for n in range(10):
+    for _ in range(10):
         els = elements(ctx, "#tree *")
         named = pick(els, tag="span", text=target)
-        head = f"{asked(ctx)}. " if n == 0 else ""
         if named:
-            yield said(ctx, f'{head}The tree shows "{target}"; I click it.', click(named[0]))
+            yield said(ctx, f'The tree shows "{target}"; I click it.', click(named[0]))
             return
         closed = pick(els, tag="div", cls="expandable-hitarea")
         if not closed:
             raise OracleFailed(f"no folder left to open and no {target!r}")
         yield said(
             ctx,
-            f'{head}"{target}" is not visible yet; I open the first closed folder by clicking its arrow.',
+            f'"{target}" is not visible yet; I open the first closed folder by clicking its arrow.',
             click(closed[0]),
         )  # the tree toggles without animation
     raise OracleFailed(f"{target!r} not found in the tree")
@@ -148,7 +138,7 @@ def use_autocomplete(ctx: OracleContext) -> Actions:
     m = match(r'starts with "(.*?)"(?: and ends with "(.*?)")?', ctx)
     start, end = m.group(1), m.group(2) or ""
     field = one(elements(ctx, "#area input"), "tags field", id="tags")
-    why = f"{asked(ctx)}. Typing its start makes the field suggest words."
+    why = "Typing its start makes the field suggest words."
     yield from type_into(ctx, field, start, why=why)
     # Autocomplete looks the prefix up on a timer (0 ms in -nodelay): page time must run for it.
     yield said(ctx, "I wait a moment for the suggestions to appear.", A.Wait(seconds=SETTLE_S))
@@ -172,13 +162,11 @@ def use_spinner(ctx: OracleContext) -> Actions:
     way = "up" if n > 0 else "down"
     for i in range(abs(n)):
         button = one(elements(ctx, "#area a"), "spinner arrow", cls=arrow)
-        head = (
-            f"{asked(ctx)}. The spinner starts at 0, so I press its {way} arrow {abs(n)} times. "
-            if i == 0
-            else ""
-        )
+        left = abs(n) - i
         yield said(
-            ctx, f"{head}The spinner shows {i if n > 0 else -i}; I click {way} once more.", click(button)
+            ctx,
+            f"The spinner shows {n - left if n > 0 else n + left}; {left} more {way} to reach {n}.",
+            click(button),
         )
     yield submit(ctx, done=f"The spinner shows {n}")
 
@@ -195,7 +183,7 @@ def read_table(ctx: OracleContext) -> Actions:
     if not value:
         raise OracleFailed(f"no value beside {label!r}")
     text = str(value[0].get("text", ""))
-    why = f'{asked(ctx)}. In the table, the row "{label}" holds "{text}".'
+    why = f'In the table, the row "{label}" holds "{text}".'
     yield from type_into(ctx, one(elements(ctx, "#area input"), "text field", id="tt"), text, why=why)
     yield submit(ctx, done=f'The field holds "{text}"')
 
@@ -207,7 +195,7 @@ def find_word(ctx: OracleContext) -> Actions:
     if n > len(words):
         raise OracleFailed(f"the paragraph has {len(words)} words, not {n}")
     word = re.sub(r"[^a-zA-Z]", "", words[n - 1])
-    why = f'{asked(ctx)}. Counting the paragraph\'s words, number {n} is "{word}".'
+    why = f'Counting the paragraph\'s words, number {n} is "{word}".'
     field = one(elements(ctx, "#area input"), "answer field", id="answer-input")
     yield from type_into(ctx, field, word, "the answer field", why=why)
     yield submit(ctx, done=f'The answer "{word}" is typed in')
@@ -216,7 +204,7 @@ def find_word(ctx: OracleContext) -> Actions:
 @register_oracle(PREFIX + "text-transform")
 def text_transform(ctx: OracleContext) -> Actions:
     text = "".join(str(e.get("text", "")) for e in elements(ctx, "#captcha span"))
-    why = f'{asked(ctx)}. The distorted letters read "{text}".'
+    why = f'The distorted letters read "{text}".'
     yield from type_into(ctx, one(elements(ctx, "#area input"), "text field", id="tt"), text, why=why)
     yield submit(ctx, done=f'The field holds "{text}"')
 
@@ -224,14 +212,13 @@ def text_transform(ctx: OracleContext) -> Actions:
 @register_oracle(PREFIX + "odd-or-even")
 def odd_or_even(ctx: OracleContext) -> Actions:
     numbers = pick(elements(ctx, "#numbers *"), cls="display-number")
-    for i, number in enumerate(numbers):
+    for number in numbers:
         value = int(str(number.get("text", "")).strip())
         kind = "even" if value % 2 == 0 else "odd"
         buttons = _row_of(number, pick(elements(ctx, "#numbers button"), cls=kind), tolerance=10)
         if not buttons:
             raise OracleFailed(f"no {kind} button beside {value}")
-        head = f"{asked(ctx)}. " if i == 0 else ""
-        yield said(ctx, f'{head}{value} is {kind}, so I click "{kind}" on its row.', click(buttons[0]))
+        yield said(ctx, f'{value} is {kind}, so I click "{kind}" on its row.', click(buttons[0]))
     yield submit(ctx, done="Every number is marked odd or even")
 
 
@@ -242,7 +229,7 @@ def enter_time(ctx: OracleContext) -> Actions:
     # The hour segment is at the field's left edge; typing fills hour, minutes and AM/PM in turn.
     yield said(
         ctx,
-        f"{asked(ctx)}. The time field starts with the hour; I click its left edge to begin there.",
+        "The time field starts with the hour; I click its left edge to begin there.",
         A.Click(x=round(float(field["left"]) + 10), y=round(float(field["cy"]))),
     )
     typed = f"{int(hour):02d}{minute}{half[0]}"
@@ -288,6 +275,6 @@ def click_color(ctx: OracleContext) -> Actions:
     for box, color in zip(boxes, colors, strict=True):
         if color == target and box.get("id") != "query-color":
             seen = f"the colour {target}" if named else f"the swatch's colour, {target}"
-            yield said(ctx, f"{asked(ctx)}. This box has {seen}; I click it.", click(box))
+            yield said(ctx, f"This box has {seen}; I click it.", click(box))
             return
     raise OracleFailed(f"no box coloured {target!r}")
