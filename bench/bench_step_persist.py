@@ -207,7 +207,7 @@ def bench_database(url: str, args: argparse.Namespace) -> None:
     call_command("migrate", verbosity=0)
     _print_settings(connection)
     task = task_create(
-        slug=f"bench/t{time.time_ns()}", title="b", instruction="b", platform="desktop", env_profile="p"
+        slug=f"bench/t{time.time_ns()}", title="b", instruction="b", platform="desktop", env_profile="desktop"
     )
     user = get_user_model().objects.create_superuser("bench", "bench@example.com", "bench-password-123")
     ctx = mp.get_context("spawn")

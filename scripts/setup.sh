@@ -35,6 +35,7 @@ have_cmd pcmanfm || need+=(pcmanfm)
 have_cmd chromium || need+=(chromium)
 have_cmd adb || need+=(adb)
 have_cmd xdpyinfo || need+=(x11-utils)
+have_cmd xsetroot || need+=(x11-xserver-utils)  # the live-view tests and bench paint the root window
 have_cmd dbus-launch || need+=(dbus-x11)
 [ -e /usr/libexec/at-spi-bus-launcher ] || need+=(at-spi2-core)
 /usr/bin/python3 -c "import pyatspi" 2>/dev/null || need+=(python3-pyatspi)

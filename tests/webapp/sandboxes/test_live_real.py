@@ -157,7 +157,8 @@ def test_webrtc_video_shows_the_screen_and_control_input_reaches_the_input_group
     leased, row = desktop
     people = make_personas()
     client, headers = session(people.researcher)  # researchers may take control
-    leased.exec(["xsetroot", "-solid", "#00c000"])
+    painted = leased.exec(["xsetroot", "-solid", "#00c000"])
+    assert painted.exit_code == 0, painted.stderr  # x11-xserver-utils: scripts/setup.sh installs it
     screen = Image.open(io.BytesIO(leased.observe(fmt="png").screenshot.data)).convert("RGB")
 
     path = ticket_for(client, row, mode="control", transport="webrtc")
