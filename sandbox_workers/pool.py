@@ -36,6 +36,16 @@ from sandbox_workers.stats import LatencyLog
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+MAX_HOLDER = 200  # the web app's Lease.holder
+MAX_ERROR_TEXT = 2000
+
+
+def reportable(text: str) -> str:
+    """An error text fit for the heartbeat: the web app refuses a report with a NUL in it (so a path an
+    agent wrote would take the host offline) and keeps no novel; NUL becomes \\x00, the rest is cut."""
+    text = text.replace("\x00", "\\x00")
+    return text if len(text) <= MAX_ERROR_TEXT else text[: MAX_ERROR_TEXT - 1] + "…"
+
 
 class SandboxUnavailable(SandboxError):
     """No sandbox of the profile became free in time (all leased, or the profile is at its maximum)."""
@@ -202,6 +212,9 @@ class Pool:
             raise SandboxError(f"unknown profile {profile!r}; valid: {', '.join(sorted(self.configs))}")
         if not 0 < ttl_s <= 24 * 3600:
             raise SandboxError("ttl_s must be in (0, 86400]")
+        if not holder or len(holder) > MAX_HOLDER or "\x00" in holder:
+            # The holder is reported in every heartbeat: one the web app cannot store would fail them all.
+            raise SandboxError(f"holder must be 1 to {MAX_HOLDER} characters, without NUL")
         started = time.perf_counter()
         deadline = time.monotonic() + max(0.0, wait_s)
         while True:
@@ -340,6 +353,7 @@ class Pool:
 
     def _break(self, m: Managed, reason: str, *, by_agent: bool = False) -> None:
         """Mark the sandbox's lease broken and replace the sandbox."""
+        reason = reportable(reason)
         self._record_error(m, reason)
         if m.lease_id and m.lease_id in self.leases:
             self.leases[m.lease_id].broken = reason
@@ -473,6 +487,7 @@ class Pool:
         self._persist()
 
     def _record_error(self, m: Managed, message: str) -> None:
+        message = reportable(message)
         m.last_error = message
         self.errors.append(
             {"at": time.time(), "sandbox": m.id, "profile": m.config.profile.name, "message": message}

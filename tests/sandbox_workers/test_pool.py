@@ -344,3 +344,26 @@ def test_admin_kill_breaks_the_lease_with_a_clear_reason(tmp_path):
         await pool.shutdown()
 
     run(go())
+
+
+def test_what_the_heartbeat_reports_never_holds_text_the_web_app_refuses(tmp_path):
+    """A NUL in an error (an agent's path) or an oversized holder would fail every heartbeat of the host."""
+
+    async def go():
+        pool = make_pool(tmp_path)
+        await pool.start()
+        await pool.wait_warm(5)
+        for holder in ("", "x" * 201, "episode:\x001"):
+            with pytest.raises(SandboxError, match="holder must be 1 to 200 characters, without NUL"):
+                await pool.acquire("desk", holder=holder, ttl_s=60)
+        lease = await pool.acquire("desk", holder="h" * 200, ttl_s=60)
+        RUNNING[lease.sandbox_id].explode = RuntimeError("cannot open /tmp/a\x00b" + "y" * 5000)
+        with pytest.raises(LeaseBroken):
+            await pool.run(lease.id, "act", lambda p: p.act(Click(x=1, y=1)))
+        report = json.dumps(pool.status())
+        assert "\\u0000" not in report and "/tmp/a\\\\x00b" in report
+        assert all(len(e["message"]) <= 2000 for e in pool.status()["errors"])
+        assert len(pool.leases[lease.id].broken or "") <= 2000
+        await pool.shutdown()
+
+    run(go())
