@@ -42,7 +42,7 @@ from sandbox_workers.base import (
     perform,
 )
 from sandbox_workers.heartbeat import heartbeat_forever
-from sandbox_workers.live import relay_screencast, relay_vnc
+from sandbox_workers.live import live_sockets_track, relay_screencast, relay_vnc
 from sandbox_workers.pool import LeaseBroken, LeaseNotFound, Pool, SandboxUnavailable
 from sandbox_workers.profiles import load_pool_configs
 
@@ -372,6 +372,7 @@ def build_app(pool: Pool, *, name: str, url: str, token: str) -> web.Application
     app[POOL] = pool
     app[CONFIG] = {"name": name, "url": url, "token": token}
     app.add_routes(routes)
+    live_sockets_track(app)
     return app
 
 
@@ -436,7 +437,8 @@ async def serve(args: argparse.Namespace) -> None:
     )
     await pool.start()
     app = build_app(pool, name=args.name, url=url, token=token)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    # Viewer sockets are closed at shutdown; a request still running then gets 10 s to finish.
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=10)
     await runner.setup()
     await web.TCPSite(runner, args.bind, args.port).start()
     log.info("sandbox host %s listening on %s (%.0f ms)", args.name, url, (time.monotonic() - started) * 1000)

@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from typing import TYPE_CHECKING
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from sandbox_workers.base import OperationUnsupported
 
@@ -17,6 +18,28 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The open viewer sockets: a stopping host closes them first, or aiohttp would wait for each to end.
+LIVE_SOCKETS = web.AppKey("live_sockets", weakref.WeakSet[web.WebSocketResponse])
+
+
+def live_sockets_track(app: web.Application) -> None:
+    """Keep `app`'s viewer sockets, and close them (1001, going away) when the app shuts down."""
+    app[LIVE_SOCKETS] = weakref.WeakSet()
+    app.on_shutdown.append(_close_live_sockets)
+
+
+async def _close_live_sockets(app: web.Application) -> None:
+    for ws in list(app[LIVE_SOCKETS]):
+        with contextlib.suppress(Exception):
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"the sandbox host is stopping")
+
+
+async def _prepared(request: web.Request, ws: web.WebSocketResponse) -> web.WebSocketResponse:
+    await ws.prepare(request)
+    if LIVE_SOCKETS in request.app:
+        request.app[LIVE_SOCKETS].add(ws)
+    return ws
+
 
 async def relay_vnc(request: web.Request, host: str, port: int) -> web.WebSocketResponse:
     """Pipe RFB bytes between a WebSocket client and the sandbox's loopback VNC server."""
@@ -24,8 +47,7 @@ async def relay_vnc(request: web.Request, host: str, port: int) -> web.WebSocket
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=5)
     except (OSError, TimeoutError) as exc:
         raise web.HTTPBadGateway(text=f"the sandbox's VNC server does not answer: {exc}") from None
-    ws = web.WebSocketResponse(max_msg_size=16 * 1024 * 1024, heartbeat=30)
-    await ws.prepare(request)
+    ws = await _prepared(request, web.WebSocketResponse(max_msg_size=16 * 1024 * 1024, heartbeat=30))
 
     async def vnc_to_ws() -> None:
         while data := await reader.read(256 * 1024):
@@ -55,8 +77,7 @@ async def relay_vnc(request: web.Request, host: str, port: int) -> web.WebSocket
 
 async def relay_screencast(request: web.Request, m: Managed, *, fps: float) -> web.WebSocketResponse:
     """Send JPEG frames: the provider's own screencast where it has one, else captures at `fps`."""
-    ws = web.WebSocketResponse(heartbeat=30)
-    await ws.prepare(request)
+    ws = await _prepared(request, web.WebSocketResponse(heartbeat=30))
     loop = asyncio.get_running_loop()
     frames: asyncio.Queue[bytes] = asyncio.Queue(maxsize=2)
 

@@ -350,6 +350,19 @@ def test_restarting_the_host_keeps_live_sandboxes_and_leases_and_leaves_nothing_
             assert again.exec("cat marker.txt").stdout == "before-restart\n"
             again.act(Click(x=10, y=10))
             pids = [p for s in host.status()["sandboxes"] for p in s["pids"]]
+
+        async def stop_while_watched() -> aiohttp.WSMessage:
+            """A viewer is connected when the host stops: its socket is closed (1001), not waited on."""
+            live = f"{host.url}/v1/sandboxes/{sb.info.sandbox_id}/vnc"
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            async with aiohttp.ClientSession(headers=headers) as s, s.ws_connect(live) as ws:
+                assert (await asyncio.wait_for(ws.receive(), 5)).data.startswith(b"RFB 003.00")
+                await asyncio.get_running_loop().run_in_executor(None, host.stop)
+                return await asyncio.wait_for(ws.receive(), 5)
+
+        closing = asyncio.run(stop_while_watched())
+        assert closing.type == aiohttp.WSMsgType.CLOSE and closing.data == 1001, closing
+        assert host.proc is not None and host.proc.returncode == 0, "the host had to be killed"
     finally:
         host.stop()
     assert wait_for(lambda: not any(alive(p) for p in pids), 10, interval=0.1), [p for p in pids if alive(p)]
