@@ -29,7 +29,8 @@ def live_sockets_track(app: web.Application) -> None:
 
 
 async def _close_live_sockets(app: web.Application) -> None:
-    for ws in list(app[LIVE_SOCKETS]):
+    open_now = app[LIVE_SOCKETS]
+    for ws in list(open_now):
         with contextlib.suppress(Exception):
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"the sandbox host is stopping")
 
