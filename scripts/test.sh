@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
-# `make test`: set up, lint, then the whole suite against real Redis and PostgreSQL servers started
-# here, then the fast tests again on the embedded default (SQLite). `FAST=1` runs only the fast tests
-# on SQLite. Extra arguments go to pytest.
+# The test tiers (see the README):
+#   make test            set up, lint, the whole suite on real PostgreSQL and Redis servers started here,
+#                        then what can differ on SQLite (tests marked `engine`) on the embedded default;
+#                        ends with the 25 slowest tests and each phase's time against tests/budget.toml.
+#   make test-fast       FAST=1: lint and the fast tests on SQLite (still a real Redis): the inner loop.
+#   make verify-suites   VERIFY=1: the long sweeps in full (every task of every suite, every seed).
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
+phases=()
+phase_start=$t0
+phase_end() {  # phase_end NAME: record the time since the last phase ended
+  local now; now=$(date +%s)
+  phases+=("$1 $((now - phase_start))")
+  phase_start=$now
+}
+
 scripts/setup.sh test
+phase_end setup
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
 trap cleanup_all EXIT
@@ -18,33 +31,54 @@ unset DATABASE_URL
 export DEBUG=0 SECURE_COOKIES=0 SECRET_KEY=${SECRET_KEY:-test-only-secret-key-$(head -c 24 /dev/urandom | base64)}
 python manage.py collectstatic --no-input -v0
 
-echo "[test] lint: ruff, mypy"
-ruff check .
-ruff format --check .
-mypy
-
-start_redis
 status=0
-# Each phase's output is also kept, so the end of the run can name every failure of both phases
+# Each phase's output is also kept, so the end of the run can name every failure of every phase
 # (a CI log is often read from its tail only).
 logs="$FLYWHEEL_VAR_DIR/test-logs"
 rm -rf "$logs" && mkdir -p "$logs"
-if [ "${FAST:-0}" = 1 ]; then
-  echo "[test] fast tests on SQLite"
-  pytest -m "not slow" "$@" 2>&1 | tee "$logs/sqlite.log" || status=$?
+
+if [ "${VERIFY:-0}" = 1 ]; then
+  start_redis
+  phase_end services
+  echo "[test] the long sweeps in full (FULL_SWEEPS=1)"
+  FULL_SWEEPS=1 pytest -m sweep -p no:cacheprovider --durations=10 "$@" 2>&1 | tee "$logs/sweeps.log" \
+    || status=$?
+  phase_end sweeps
 else
-  start_postgres
-  echo "[test] the whole suite on PostgreSQL"
-  pytest "$@" 2>&1 | tee "$logs/postgres.log" || status=$?
-  echo "[test] fast tests again on the embedded default, SQLite"
-  DATABASE_URL= pytest -m "not slow and not postgres" -p no:cacheprovider -q "$@" 2>&1 \
-    | tee "$logs/sqlite.log" || status=$?
+  echo "[test] lint: ruff, mypy"
+  ruff check .
+  ruff format --check .
+  mypy
+  phase_end lint
+  start_redis
+  if [ "${FAST:-0}" = 1 ]; then
+    phase_end services
+    echo "[test] fast tests on SQLite"
+    pytest -m "not slow" --durations=25 "$@" 2>&1 | tee "$logs/sqlite.log" || status=$?
+    phase_end fast
+  else
+    start_postgres
+    phase_end services
+    echo "[test] the whole suite on PostgreSQL"
+    pytest --durations=25 "$@" 2>&1 | tee "$logs/postgres.log" || status=$?
+    phase_end postgres
+    echo "[test] what can differ on SQLite (marked engine), on the embedded default"
+    DATABASE_URL= pytest -m "engine and not slow and not postgres" -p no:cacheprovider -q "$@" 2>&1 \
+      | tee "$logs/sqlite.log" || status=$?
+    phase_end sqlite
+  fi
 fi
+
 for f in "$logs"/*.log; do
   if grep -qE '^(FAILED|ERROR) ' "$f"; then
     echo "[test] failures in the $(basename "$f" .log) phase:"
     grep -E '^(FAILED|ERROR) ' "$f" | cut -c1-400
   fi
 done
+# The slowest tests of the main phase, then each phase's time against its budget (fails past one).
+tier=test main_log=$logs/postgres.log
+if [ "${VERIFY:-0}" = 1 ]; then tier=verify main_log=$logs/sweeps.log
+elif [ "${FAST:-0}" = 1 ]; then tier=fast main_log=$logs/sqlite.log; fi
+printf '%s\n' "${phases[@]}" | python scripts/budget.py --tier "$tier" --log "$main_log" || status=$((status == 0 ? 3 : status))
 echo "[test] finished in $(( $(date +%s) - t0 )) s with status $status"
 exit $status

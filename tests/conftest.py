@@ -81,3 +81,37 @@ def client_for(personas: Personas):  # type: ignore[no-untyped-def]
         return client
 
     return make
+
+
+# What can differ between SQLite and PostgreSQL: migrations, constraints, WAL and transactions, locking,
+# the ORM-heavy services and selectors, the door's limits on numbers. `make test` runs the whole suite on
+# PostgreSQL, then only these (marked `engine`) again on SQLite, the embedded default.
+ENGINE_TESTS = (
+    "tests/webapp/models/",
+    "tests/webapp/episodes/",
+    "tests/webapp/infra/test_migrations.py",
+    "tests/webapp/datasets/test_routing.py",
+    "tests/webapp/datasets/test_exports.py",
+    "tests/webapp/reviews/test_services.py",
+    "tests/webapp/reviews/test_agreement.py",
+    "tests/webapp/rollouts/test_batches.py",
+    "tests/webapp/rollouts/test_verification.py",
+    "tests/webapp/training/test_data.py",
+    "tests/webapp/training/test_execution.py",
+    "tests/webapp/training/test_launch.py",
+    "tests/webapp/annotation/test_control.py",
+    "tests/webapp/sandboxes/test_heartbeat.py",
+    "tests/webapp/dashboards/test_stats.py",
+    "tests/webapp/dashboards/test_metrics.py",
+    "tests/webapp/api/test_pagination.py",
+    "tests/webapp/api/test_bad_input.py",
+    "tests/webapp/pages/test_bad_input.py",
+    "tests/webapp/test_settings_env.py",
+    "tests/webapp/test_private_files.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(ENGINE_TESTS):
+            item.add_marker(pytest.mark.engine)

@@ -1,7 +1,8 @@
 """The MiniWoB++ suite end to end in a real (confined) browser sandbox, through the agent loop.
 
 Every oracle must solve its task (reward 1) and doing nothing must score 0, for two seeds each; every
-task of the suite (all of them: the sweep takes about a minute) must start and score 0 untouched.
+task of the suite must start and score 0 untouched. `make verify-suites` runs all of it (about 4
+minutes); `make test` runs a fixed sample: every fourth solved task on one seed, every sixth task started.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import Profile
 from sandbox_workers.providers.browser import BrowserProvider
 from tests.sandbox_workers.conftest import reachable
+from tests.sweeps import every_nth, sample
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.sweep,
     pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="no Chromium"),
 ]
 SEEDS = (1, 2)
@@ -55,8 +58,13 @@ def describe(outcome: Any) -> str:
     return f"{outcome.stop_reason}, steps {steps}, check {outcome.check}"
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("task_id", SOLVED)
+CASES = sample(
+    ((task_id, seed) for task_id in SOLVED for seed in SEEDS),
+    lambda c: SOLVED.index(c[0]) % 4 == 0 and c[1] == SEEDS[SOLVED.index(c[0]) // 4 % len(SEEDS)],
+)
+
+
+@pytest.mark.parametrize(("task_id", "seed"), CASES)
 def test_oracle_solves_and_noop_does_not(env: SandboxEnv, task_id: str, seed: int) -> None:
     spec = SPECS[task_id]
     assert spec.oracle == task_id
@@ -90,7 +98,8 @@ def test_thinking_time_does_not_run_the_episode_clock(env: SandboxEnv) -> None:
 
 def test_every_task_starts_and_scores_zero_untouched(env: SandboxEnv) -> None:
     failures = []
-    for task_id, spec in SPECS.items():
+    for task_id in every_nth(sorted(SPECS), 6):
+        spec = SPECS[task_id]
         try:
             prepared = prepare(spec, env, seed=1)
             env.observe()
