@@ -20,6 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
+def worker_slot(slot: int) -> int:
+    """`slot` moved into this pytest-xdist worker's own range: a sandbox's uid is its slot's, and two
+    workers' sandboxes on one uid could signal (and clean up) each other's processes."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return slot + (1000 * int(worker[2:]) if worker.startswith("gw") else 0)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,7 +7,27 @@ test's wrong passwords cannot lock another's personas out; tests/webapp/accounts
 runs the same code on the real Redis cache.
 """
 
-from webapp.settings import *  # noqa: F403
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+
+def _own_redis_for_this_xdist_worker() -> None:
+    """Under pytest-xdist (`-n 2`), each worker gets its own Redis database and channel prefix, and so
+    do the processes its tests start (they inherit the environment): two workers' test databases give
+    the same primary keys, so their channel groups and Celery queues must not meet."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return
+    n = int(worker[2:])
+    url = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    base = int(url.path.strip("/") or 0)
+    os.environ["REDIS_URL"] = urlunsplit(url._replace(path=f"/{base + 1 + n}"))
+    os.environ["CHANNELS_PREFIX"] = f"{os.environ.get('CHANNELS_PREFIX', 'flywheel')}-{worker}"
+
+
+_own_redis_for_this_xdist_worker()
+
+from webapp.settings import *  # noqa: E402, F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from tests.procs import ROOT, free_port, is_alive
+from tests.procs import ROOT, free_port, is_alive, worker_slot
 
 __all__ = ["LIGHT_DESKTOP", "TOKEN", "HostProc", "host_process", "is_alive"]
 
@@ -37,7 +37,7 @@ class HostProc:
         args = [
             sys.executable, "-m", "sandbox_workers.host", "--port", str(self.port), "--name", self.name,
             "--var-dir", str(self.var / self.name), "--profiles", json.dumps(self.profiles),
-            "--slot-base", str(self.slot_base), "--heartbeat", "0.5",
+            "--slot-base", str(worker_slot(self.slot_base)), "--heartbeat", "0.5",
         ]  # fmt: skip
         if self.web_url:
             args += ["--web-url", self.web_url]

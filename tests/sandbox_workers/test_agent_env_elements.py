@@ -16,6 +16,7 @@ import pytest
 from agent_core.actions import Click
 from sandbox_workers.agent_env import ELEMENT_LINES, SandboxEnv, element_line, element_list
 from sandbox_workers.base import Observation, Profile, Screenshot
+from tests.procs import worker_slot
 from tests.sandbox_workers.conftest import reachable
 
 PNG_1X1 = bytes.fromhex(
@@ -165,7 +166,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     provider = BrowserProvider(
         sandbox_id="elements", profile=Profile(name="b", provider="browser"), root=root
     )
-    provider.slot = 67
+    provider.slot = worker_slot(67)
     provider.start()
     yield provider
     provider.stop()

@@ -40,7 +40,7 @@ from sandbox_workers.base import (
     provider_class,
 )
 from sandbox_workers.providers.browser import BrowserProvider, InvalidParams
-from tests.procs import alive, wait_for
+from tests.procs import alive, wait_for, worker_slot
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="no Chromium")
 
@@ -78,7 +78,7 @@ def make(root: Path, slot: int, **profile: Any) -> BrowserProvider:
     p = BrowserProvider(
         sandbox_id=f"bt{slot}", profile=Profile(name="b", provider="browser", **profile), root=root
     )
-    p.slot = slot
+    p.slot = worker_slot(slot)
     return p
 
 

@@ -17,6 +17,7 @@ import pytest
 from sandbox_workers import confine
 from sandbox_workers.base import EnvError, ExecResult, Profile, SandboxPathError
 from sandbox_workers.confine import SandboxCgroup
+from tests.procs import worker_slot
 from tests.sandbox_workers.conftest import reachable
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
@@ -28,7 +29,7 @@ class Box:
 
     def __init__(self, root: Path, slot: int, name: str, **profile: Any) -> None:
         self.conf = confine.confinement_for(
-            Profile(name=name, provider="test", **profile), root, slot=slot, shared_tmp=True
+            Profile(name=name, provider="test", **profile), root, slot=worker_slot(slot), shared_tmp=True
         )
         self.cgroup = (
             SandboxCgroup.create(

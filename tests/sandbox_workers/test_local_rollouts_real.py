@@ -17,6 +17,7 @@ from agent_core.training.types import NullHooks, RunSpec
 from sandbox_workers.base import Profile
 from sandbox_workers.local_rollouts import BrowserPool, LocalRolloutSource, _traversable
 from sandbox_workers.providers.browser import BrowserProvider
+from tests.procs import worker_slot
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("transformers")
@@ -137,7 +138,7 @@ def test_a_sandbox_of_the_same_name_in_another_root_is_confined_apart(
     root.mkdir()
     _traversable(root)
     other = BrowserProvider(sandbox_id=mine.sandbox_id, profile=profile, root=root)
-    other.slot = 291
+    other.slot = worker_slot(291)
     other.start()
     try:
         assert other.health().ok

@@ -15,6 +15,7 @@ from agent_core.actions import Click, Type
 from sandbox_workers import miniwob
 from sandbox_workers.base import Profile
 from sandbox_workers.providers.browser import BrowserProvider, InvalidParams
+from tests.procs import worker_slot
 
 needs_chromium = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="no Chromium")
 
@@ -81,7 +82,7 @@ def test_fields_and_success_follow_the_package() -> None:
 def sb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserProvider]:
     root = reachable_root(tmp_path_factory.mktemp("miniwob")) / "sb"
     provider = BrowserProvider(sandbox_id="mwtest", profile=Profile(name="b", provider="browser"), root=root)
-    provider.slot = 61
+    provider.slot = worker_slot(61)
     provider.start()
     yield provider
     provider.stop()

@@ -24,6 +24,7 @@ from agent_core.thoughts import is_placeholder_thought
 from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import Profile
 from sandbox_workers.providers.browser import BrowserProvider
+from tests.procs import worker_slot
 from tests.sandbox_workers.conftest import reachable
 from tests.sweeps import every_nth, sample
 
@@ -41,7 +42,7 @@ SOLVED = sorted(name for name in oracle_names() if name.startswith(suite.PREFIX)
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserProvider]:
     root = reachable(tmp_path_factory.mktemp("miniwob-suite")) / "sb"
     provider = BrowserProvider(sandbox_id="mwsuite", profile=Profile(name="b", provider="browser"), root=root)
-    provider.slot = 63
+    provider.slot = worker_slot(63)
     provider.start()
     yield provider
     provider.stop()
