@@ -20,7 +20,7 @@ from tests.e2e.platform import site_with_host
 from tests.e2e.test_episodes import OPEN_SOCKET
 from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP
-from tests.webapp.annotation.conftest import note_task
+from tests.webapp.annotation.conftest import note_reads, note_task
 from webapp.episodes.models import Episode, Step
 from webapp.reviews.models import Review, StepLabel
 from webapp.reviews.services import review_assign
@@ -107,7 +107,8 @@ def test_annotator_demonstrates_a_task_in_the_live_view_and_a_reviewer_accepts_i
     assert steps[1].action["content"] == "echo hello > note.txt\n"
     assert all(s.screenshot and s.actor == "human" for s in steps)
 
-    # Submit: the checker reads the sandbox and the reward comes back.
+    # Submit (once the shell has run the line, as a person sees): the checker's reward comes back.
+    note_reads(episode, "hello")
     page.get_by_test_id("submit").click()
     expect(page.get_by_test_id("reward")).to_have_text("Reward: 1", timeout=30_000)
     episode.refresh_from_db()
@@ -137,6 +138,7 @@ def demonstrate(browser: Browser, platform: str, personas: Personas, *, transpor
     page.keyboard.type("echo hello > note.txt")
     page.keyboard.press("Enter")
     expect(page.get_by_test_id("steps").locator("li")).to_have_count(2, timeout=20_000)
+    note_reads(episode, "hello")
     page.get_by_test_id("submit").click()
     expect(page.get_by_test_id("reward")).to_have_text("Reward: 1", timeout=30_000)
     episode.refresh_from_db()

@@ -26,7 +26,7 @@ from tests.e2e.conftest import session_cookie
 from tests.e2e.platform import site_with_host
 from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN
-from tests.webapp.annotation.conftest import note_task
+from tests.webapp.annotation.conftest import note_reads, note_task
 from tests.webapp.annotation.test_demo_real import keys
 from webapp.annotation.control import control_held_by
 from webapp.annotation.services import demo_start
@@ -126,7 +126,11 @@ def demonstrate(personas: Personas, *, right: bool) -> Episode:
     until(lambda: holds_control(episode.pk, personas.annotator), "control of the sandbox", 120)
     session = LiveSession(episode_id=episode.pk, user=personas.annotator)
     session.set_thought("The terminal has focus; I write the note.")
-    session.input(keys("echo hello > note.txt\n" if right else "echo nope > note.txt\n", time.monotonic()))
+    word = "hello" if right else "nope"
+    session.input(keys(f"echo {word} > note.txt\n", time.monotonic()))
+    # A person submits once they see the command has run: the keys are in, but the shell may not have
+    # run the line yet (it scored 0 now and then when submitted at once on a loaded machine).
+    note_reads(episode, word)
     done = session.submit()
     session.close()
     return done

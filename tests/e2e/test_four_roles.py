@@ -26,7 +26,7 @@ from tests.e2e.platform import site_with_host
 from tests.e2e.test_demonstration import login, screen_point
 from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN
-from tests.webapp.annotation.conftest import note_task
+from tests.webapp.annotation.conftest import note_reads, note_task
 from webapp.annotation.models import Assignment
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_get_or_create, suite_load
@@ -188,6 +188,8 @@ def test_admin_annotator_researcher_and_reviewer_in_their_first_hour(
     annotator.keyboard.type("echo hello > note.txt")
     annotator.keyboard.press("Enter")
     expect(annotator.get_by_test_id("steps").locator("li")).to_have_count(4, timeout=20_000)
+    # Like a person, submit once the shell has run the line (the keys are in; bash may not have yet).
+    note_reads(demo, "hello")
     annotator.get_by_test_id("submit").click()
     expect(annotator.get_by_test_id("reward")).to_have_text("Reward: 1", timeout=30_000)
     demo.refresh_from_db()

@@ -32,6 +32,19 @@ NOTE_SPEC: dict[str, Any] = {
 }
 
 
+def note_reads(episode: Any, text: str | None, timeout: float = 30) -> None:
+    """Wait, as a person watching the screen would before they submit, until the shell has run the
+    typed line: ~/note.txt holds `text` (None: there is no note). Typed keys are in when the step
+    returns; the shell may run the line a moment later on a loaded machine."""
+    from webapp.annotation.services import demo_env
+
+    want = "" if text is None else text + "\n"
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        env = demo_env(episode=episode)
+        found = wait_for(lambda: env.exec("cat note.txt 2>/dev/null").stdout == want, timeout, interval=0.2)
+        assert found, f"note.txt never read {want!r}: {env.exec('cat note.txt').stdout!r}"
+
+
 def note_task() -> Task:
     task = task_create(
         slug="demo-write-note",

@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from tests.conftest import Personas
 from tests.sandbox_workers.hostproc import TOKEN
-from tests.webapp.annotation.conftest import note_task
+from tests.webapp.annotation.conftest import note_reads, note_task
 from webapp.annotation.control import control_request
 from webapp.annotation.models import ControlToken
 from webapp.annotation.services import DemoError, demo_prepare, demo_start
@@ -68,6 +68,7 @@ def test_a_demonstration_records_merged_steps_and_submit_scores_it(
         assert all(s.actor == "human" and s.screenshot for s in steps)
         assert all((s.screen_width, s.screen_height) == (1280, 720) for s in steps)
         assert steps[1].screenshot.read()[:8] == b"\x89PNG\r\n\x1a\n"
+        note_reads(started, "hello")
         episode = session.submit()
         session.close()
     assert episode.status == "finished" and episode.reward == 1.0, episode.check_details
@@ -82,6 +83,7 @@ def test_a_wrong_demonstration_scores_zero(started: Episode, personas: Personas)
     with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
         session = LiveSession(episode_id=started.pk, user=personas.annotator)
         session.input(keys("echo goodbye > note.txt\n", time.monotonic()))
+        note_reads(started, "goodbye")
         episode = session.submit()
     assert episode.status == "finished" and episode.reward == 0.0
 
@@ -110,6 +112,7 @@ def test_a_fork_replays_the_first_steps_in_a_fresh_sandbox(
         session = LiveSession(episode_id=started.pk, user=personas.annotator)
         session.input(keys("echo hello > note.txt\n", time.monotonic()))
         session.input(keys("rm note.txt\n", time.monotonic() + 3))
+        note_reads(started, None)
         first = session.submit()
         assert first.reward == 0.0  # the note was removed again
         fork = demo_start(task=first.task, annotator=personas.annotator, fork_of=first, fork_step=1)
