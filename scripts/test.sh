@@ -59,8 +59,12 @@ else
   else
     start_postgres
     phase_end services
-    echo "[test] the whole suite on PostgreSQL"
-    pytest --durations=25 "$@" 2>&1 | tee "$logs/postgres.log" || status=$?
+    # Two processes (pytest-xdist), a test module each at a time: the slow tests mostly wait on sandboxes,
+    # browsers and servers. TEST_WORKERS=0 runs them in this process.
+    workers=${TEST_WORKERS:-2}
+    echo "[test] the whole suite on PostgreSQL ($workers parallel workers)"
+    pytest $([ "$workers" -gt 0 ] && echo "-n $workers --dist loadfile") --durations=25 "$@" 2>&1 \
+      | tee "$logs/postgres.log" || status=$?
     phase_end postgres
     echo "[test] what can differ on SQLite (marked engine), on the embedded default"
     DATABASE_URL= pytest -m "engine and not slow and not postgres" -p no:cacheprovider -q "$@" 2>&1 \
