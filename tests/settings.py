@@ -16,8 +16,9 @@ def _own_redis_for_this_xdist_worker() -> None:
     do the processes its tests start (they inherit the environment): two workers' test databases give
     the same primary keys, so their channel groups and Celery queues must not meet."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker.startswith("gw"):
-        return
+    if not worker.startswith("gw") or os.environ.get("FLYWHEEL_TEST_ISOLATED") == worker:
+        return  # not under xdist, or a child process that inherited the worker's environment already
+    os.environ["FLYWHEEL_TEST_ISOLATED"] = worker
     n = int(worker[2:])
     url = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     base = int(url.path.strip("/") or 0)
