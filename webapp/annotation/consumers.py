@@ -97,18 +97,22 @@ class SessionConsumer(JsonSocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.episode_id = int(self.scope["url_route"]["kwargs"]["episode_id"])
+        # Join the episode's group before reading its state: an event published in between (the
+        # demonstration's sandbox getting ready) then waits in this channel, after the hello, instead of
+        # being lost (the page waited for a 'running' it never got).
+        self.groups_joined = [episode_group(self.episode_id)]
+        await self.channel_layer.group_add(self.groups_joined[0], self.channel_name)
         hello = await database_sync_to_async(_hello)(user, self.episode_id)
         if hello is None:
+            await self.channel_layer.group_discard(self.groups_joined.pop(), self.channel_name)
             await self.accept()
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.user = user
         self.may_control = bool(hello["may_control"])
-        self.groups_joined = [episode_group(self.episode_id)]
         if hello["sandbox"]:
             self.groups_joined.append(sandbox_input_group(hello["sandbox"]))
-        for group in self.groups_joined:
-            await self.channel_layer.group_add(group, self.channel_name)
+            await self.channel_layer.group_add(self.groups_joined[-1], self.channel_name)
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{self.episode_id}")
         self.session: LiveSession | None = None
         self.offset: float | None = None

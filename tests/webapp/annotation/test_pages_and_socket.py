@@ -192,3 +192,34 @@ def test_watchers_cannot_act_and_bad_messages_get_clear_errors(personas: Persona
     assert errors[2] == "input needs a list of 1 to 500 events"
     assert errors[3].startswith("bad input event: unknown event kind 'warp'")
     assert errors[4] == "control op is request, release or force"
+
+
+def test_a_status_published_while_the_socket_connects_is_not_lost(
+    personas: Personas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker readies the demonstration's sandbox just after the socket read the episode's state:
+    the page must still hear of it (it waited 90 s for a 'running' that had gone to nobody)."""
+    from webapp.annotation import consumers
+    from webapp.common.live import broadcast, broadcast_flush, episode_group
+
+    episode = make_episode(task=published_task(), annotator=personas.annotator, finish=False)
+    read_state = consumers._hello
+
+    def hello_then_the_worker_publishes(user: Any, episode_id: int) -> dict[str, Any] | None:
+        hello = read_state(user, episode_id)
+        broadcast(episode_group(episode_id), "episode.status", {"episode": episode_id, "status": "running"})
+        assert broadcast_flush(5)
+        return hello
+
+    monkeypatch.setattr(consumers, "_hello", hello_then_the_worker_publishes)
+    headers = _headers(personas.annotator)
+
+    async def scenario() -> list[dict[str, Any]]:
+        comm = WebsocketCommunicator(application, f"/ws/episodes/{episode.pk}/session/", headers=headers)
+        assert (await comm.connect(timeout=10))[0]
+        got = [await comm.receive_json_from(timeout=5), await comm.receive_json_from(timeout=5)]
+        await comm.disconnect()
+        return got
+
+    got = async_to_sync(scenario)()
+    assert [m["type"] for m in got] == ["hello", "episode.status"] and got[1]["status"] == "running"
