@@ -191,9 +191,27 @@ class Window:
 _X_FAILURES = (xerror.ConnectionClosedError, xerror.DisplayError, xerror.XError, OSError)
 
 
-def server_alive(display: str) -> bool:
-    """Whether the local X server of `display` (":N") accepts connections on its socket."""
-    path = f"/tmp/.X11-unix/X{display.lstrip(':').split('.')[0]}"  # noqa: S108
+def _socket_path(display: str) -> str:
+    return f"/tmp/.X11-unix/X{display.lstrip(':').split('.')[0]}"  # noqa: S108
+
+
+def server_identity(display: str) -> tuple[int, int] | None:
+    """Which server listens for `display` now (its socket file's inode and creation time: tmpfs reuses
+    inodes), None if none: a display number a dead server freed is soon taken by another sandbox's,
+    which must not pass for the dead one."""
+    try:
+        st = os.stat(_socket_path(display))
+    except OSError:
+        return None
+    return st.st_ino, st.st_ctime_ns
+
+
+def server_alive(display: str, identity: tuple[int, int] | None = None) -> bool:
+    """Whether the local X server of `display` (":N") accepts connections on its socket (and, given
+    `identity` from server_identity, is still that server)."""
+    path = _socket_path(display)
+    if identity is not None and server_identity(display) != identity:
+        return False
     with socket.socket(socket.AF_UNIX) as s:
         try:
             s.connect(path)
@@ -208,6 +226,7 @@ class XSession:
     def __init__(self, display: str, settle: Settle | None = None) -> None:
         self.display_name = display
         self.settle_conf = settle or Settle()
+        self.server = server_identity(display)
         try:
             self.d = Display(display)
         except _X_FAILURES as exc:
@@ -248,7 +267,7 @@ class XSession:
         except Exception as exc:
             # python-xlib has bugs on a connection the server dropped (a TypeError formatting
             # BrokenPipeError, say): a dead server is EnvError whatever it raised.
-            if not server_alive(self.display_name):
+            if not server_alive(self.display_name, self.server):
                 raise EnvError(f"X display {self.display_name} died during {what}: {exc!r}") from exc
             raise
 
@@ -588,6 +607,7 @@ class Grabber:
     def __init__(self, display: str) -> None:
         self.display_name = display
         self._png = PngEncoder()
+        self.server = server_identity(display)
         try:
             self._mss = mss.MSS(display=display)
             mons = self._mss.monitors
@@ -607,7 +627,7 @@ class Grabber:
             raise EnvError(f"screen capture of {self.display_name} failed: {exc}") from exc
         except Exception as exc:
             # mss asserts on a reply from a server that died mid-request.
-            if not server_alive(self.display_name):
+            if not server_alive(self.display_name, self.server):
                 raise EnvError(f"X display {self.display_name} died during capture: {exc!r}") from exc
             raise
         # .raw, not .bgra: that would copy the frame once more (a fresh 3.7 MB, page faults and all).
