@@ -53,8 +53,10 @@ else
   start_redis
   if [ "${FAST:-0}" = 1 ]; then
     phase_end services
-    echo "[test] fast tests on SQLite"
-    pytest -m "not slow" --durations=25 "$@" 2>&1 | tee "$logs/sqlite.log" || status=$?
+    workers=${TEST_WORKERS:-2}
+    echo "[test] fast tests on SQLite ($workers parallel workers)"
+    pytest -m "not slow" $([ "$workers" -gt 0 ] && echo "-n $workers") --durations=25 "$@" 2>&1 \
+      | tee "$logs/sqlite.log" || status=$?
     phase_end fast
   else
     start_postgres

@@ -33,6 +33,7 @@ from sandbox_workers.base import (
     provider_class,
 )
 from sandbox_workers.providers.android import AndroidProvider, decode_raw_screencap, input_text_chunks
+from tests.procs import wait_for
 from tests.sandbox_workers.fake_adb import FakeAdbServer, FakeDevice, decode_input_text
 
 WORKDIR = "/sdcard/flywheel"
@@ -504,7 +505,9 @@ def test_unplug_mid_command(android: AndroidProvider, device: FakeDevice) -> Non
 
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(0.3)
+    # Unplug once the command runs on the device (a fixed 0.3 s was sometimes before it had started).
+    started = wait_for(lambda: any(argv[:1] == ["sleep"] for argv in device.history), timeout=10)
+    assert started, f"the command never started on the device: {device.history[-3:]}"
     t0 = time.monotonic()
     device.unplug()
     thread.join(5)
