@@ -13,19 +13,15 @@ under a page that is still open.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from django.test import override_settings
 from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import Personas
-from tests.e2e.platform import site_with_host
+from tests.e2e import test_flywheel
 from tests.e2e.test_demonstration import login, screen_point
 from tests.procs import wait_for
-from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN
 from tests.webapp.annotation.conftest import note_reads, note_task
 from webapp.annotation.models import Assignment
 from webapp.catalog.models import Task
@@ -35,10 +31,10 @@ from webapp.datasets.routing import CT_DATASET, SFT_DATASET
 from webapp.episodes.models import Episode
 from webapp.reviews.models import Review
 from webapp.rollouts.models import RolloutBatch
-from webapp.sandboxes.models import Sandbox
 from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.slow
+platform = test_flywheel.platform  # the same platform: daphne, a worker on every queue, a desktop host
 
 TASKS = ["desktop/terminal/count-lines", "desktop/editor/append-line"]
 CHOSEN = TASKS[0]
@@ -62,25 +58,6 @@ COUNT_SOCKETS = """
   window.WebSocket = Counted;
 })();
 """
-
-
-@pytest.fixture
-def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
-    exports = tmp_path / "exports"
-    with (
-        override_settings(SANDBOX_HOST_TOKEN=TOKEN, EXPORTS_DIR=exports),
-        site_with_host(
-            tmp_path,
-            host_name="e2e-roles-host",
-            profiles={"desktop": {**LIGHT_DESKTOP, "min_idle": 2, "max_total": 3}},
-            slot_base=230,
-            queues="interactive,sandboxes,rollouts,datasets",
-            concurrency=3,
-            env={"ROLLOUT_LEASE_WAIT_SECONDS": "90", "EXPORTS_DIR": str(exports)},
-            ready=lambda host: Sandbox.objects.filter(state="idle", profile="desktop").count() >= 2,
-        ) as (url, _),
-    ):
-        yield url
 
 
 def as_role(browser: Browser, url: str, username: str) -> Page:
