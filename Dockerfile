@@ -19,4 +19,4 @@ RUN useradd --create-home flywheel && mkdir -p /data && chown flywheel /data
 USER flywheel
 ENV FLYWHEEL_VAR_DIR=/data MEDIA_ROOT=/data/media
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "webapp.asgi:application"]
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "--websocket_connect_timeout", "30", "webapp.asgi:application"]

@@ -77,7 +77,8 @@ $PY manage.py migrate --no-input -v0
 $PY manage.py seed_demo
 [ "$DEBUG" = 1 ] || $PY manage.py collectstatic --no-input -v0
 
-start web .venv/bin/daphne -b 127.0.0.1 -p "$PORT" webapp.asgi:application
+# daphne's command line gives a WebSocket 5 s to be accepted; a busy server can take longer (1006 then).
+start web .venv/bin/daphne -b 127.0.0.1 -p "$PORT" --websocket_connect_timeout 30 webapp.asgi:application
 # Agents and bulk work on one worker; people (a demonstration's sandbox) and short upkeep on another,
 # so a demonstration never waits behind a rollout batch (see webapp/celery.py).
 start worker-rollouts .venv/bin/celery -A webapp worker -Q rollouts,datasets -n "rollouts@%h" --concurrency 2 -l INFO

@@ -43,3 +43,17 @@ def test_compose_refuses_to_run_without_secrets():
     result = _compose("config", "-q", env={})
     assert result.returncode != 0
     assert "set POSTGRES_PASSWORD in .env" in result.stderr or "set SECRET_KEY in .env" in result.stderr
+
+
+def test_every_daphne_we_start_gives_a_websocket_the_admission_time_the_tests_use():
+    # test_socket_lifetime shows a loaded server needing more than daphne's default 5 s to accept;
+    # each way of running the platform starts daphne with the same room as the tests' daphne.
+    from tests.procs import DAPHNE_TIMEOUTS
+
+    flag, seconds = DAPHNE_TIMEOUTS
+    for name in ("scripts/run.sh", "docker-compose.yml", "Dockerfile"):
+        text = (ROOT / name).read_text()
+        starts = [line for line in text.splitlines() if "daphne" in line and "asgi:application" in line]
+        assert starts, f"{name} no longer starts daphne here: update this test"
+        for line in starts:
+            assert flag in line and seconds in line.split(flag, 1)[1][:12], f"{name}: {line.strip()}"

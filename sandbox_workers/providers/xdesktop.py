@@ -255,6 +255,8 @@ class XDesktopProvider(Provider):
         self._restarts: dict[str, int] = {}
         """Part → restarts since the last reset (see repair)."""
         self._resetting = False
+        self._resets = 0
+        """Counts resets begun: a health check that saw it change looked at a reset's kills."""
         """Set while reset kills and restarts the session: health() then reports no dead process."""
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -522,10 +524,18 @@ class XDesktopProvider(Provider):
         Broken (not ok) only when Xvfb or the namespace holder is gone; a dead x11vnc, session bus or
         window manager is named in `repair`, and a start-up app that exited (closed by the agent) is
         only noted."""
+        resets = self._resets
         if self._resetting:
             # Its processes die and restart on purpose now (a restore under a lease, say); the reset
             # raises if it fails.
             return Health(ok=True, detail="resetting")
+        health = self._health()
+        if not health.ok and (self._resetting or self._resets != resets):
+            # A reset began on another thread while we looked: what we saw dead, it killed.
+            return Health(ok=True, detail="resetting")
+        return health
+
+    def _health(self) -> Health:
         procs = [p for p in (self.xvfb, self.vnc, self.holder) if p is not None] + self.session
         if not procs:
             return Health(ok=False, detail="not started")
@@ -630,6 +640,7 @@ class XDesktopProvider(Provider):
         if self.conf is None or self._stopped:
             raise EnvError("the sandbox is not started")
         self._resetting = True
+        self._resets += 1
         try:
             self._reset(_after_wipe)
         finally:

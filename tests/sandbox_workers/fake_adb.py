@@ -41,9 +41,11 @@ class Session:
     sock: socket.socket
     v2: bool
     killed: threading.Event = field(default_factory=threading.Event)
+    cut: bool = False
+    """The link was cut (unplugged): nothing more reaches the client, not even the exit packet."""
 
     def write(self, stream: int, data: bytes) -> None:
-        if not data:
+        if not data or self.cut:
             return
         if self.v2:
             self.sock.sendall(bytes([stream]) + struct.pack("<I", len(data)) + data)
@@ -90,9 +92,12 @@ class FakeDevice:
         """The device drops offline: the server reports it offline and live sessions are cut."""
         self.state = "offline"
         for sess in list(self.sessions.values()):
-            sess.killed.set()
+            # Cut the link before waking the command: woken first, it could send its exit packet
+            # through the still-open socket and the client would see a normal exit (seen under load).
+            sess.cut = True
             with contextlib.suppress(OSError):
                 sess.sock.shutdown(socket.SHUT_RDWR)
+            sess.killed.set()
 
     def plug(self) -> None:
         self.state = "device"
@@ -492,7 +497,7 @@ class FakeAdbServer:
             sess = dev.new_session(conn, v2)
             try:
                 status = Shell(dev, sess).run(command)
-                if v2:
+                if v2 and not sess.cut:
                     conn.sendall(bytes([3]) + struct.pack("<I", 1) + bytes([status & 0xFF]))
             finally:
                 dev.sessions.pop(sess.pid, None)

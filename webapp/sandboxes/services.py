@@ -213,19 +213,27 @@ def sandbox_lease(
         )
         .order_by("-idle", "name")
     )
-    tried = []
-    for host in hosts:
-        if profile not in (host.capacity or {}):
-            continue
-        client = host_client(host)
-        try:
-            leased = client.acquire(
-                profile, holder=holder, ttl_s=ttl_s, wait_s=wait_s if host.idle == 0 else 0
-            )
-        except (HostUnavailable, HostUnreachable) as exc:
-            client.close()
-            tried.append(f"{host.name}: {exc}")
-            continue
+    deadline = time.monotonic() + wait_s
+    candidates = [host for host in hosts if profile in (host.capacity or {})]
+    tried: list[str] = []
+    busy: list[SandboxHost] = []
+    leased: LeasedSandbox | None = None
+    # Hosts this database shows an idle sandbox on are asked without waiting, so a full host is not
+    # waited on while another has one; those shown full wait. The counts come from heartbeats and can
+    # be stale: a host that answered "none idle" to a no-wait ask is then waited on with the time left
+    # (a sandbox of a just-ended lease is still resetting there), rather than failing at once.
+    for host in candidates:
+        wait = max(0.0, deadline - time.monotonic()) if host.idle == 0 else 0.0
+        leased = _acquire(host, profile, holder, ttl_s, wait, tried, busy if wait == 0 else None)
+        if leased is not None:
+            break
+    if leased is None and wait_s > 0:
+        for host in busy:
+            leased = _acquire(host, profile, holder, ttl_s, max(0.0, deadline - time.monotonic()), tried)
+            if leased is not None:
+                break
+    if leased is not None:
+        now = timezone.now()  # after any wait
         with transaction.atomic():
             sandbox, _ = Sandbox.objects.get_or_create(
                 host=host,
@@ -248,6 +256,31 @@ def sandbox_lease(
         return lease, leased
     reason = "; ".join(tried) or "no live host serves this profile"
     raise SandboxUnavailable(f"no '{profile}' sandbox available: {reason}")
+
+
+def _acquire(
+    host: SandboxHost,
+    profile: str,
+    holder: str,
+    ttl_s: float,
+    wait_s: float,
+    tried: list[str],
+    busy: list[SandboxHost] | None = None,
+) -> LeasedSandbox | None:
+    """One host's answer to a lease request: the sandbox, or None with why noted in `tried` (and the
+    host added to `busy` when it was reachable but had none idle)."""
+    client = host_client(host)
+    try:
+        return client.acquire(profile, holder=holder, ttl_s=ttl_s, wait_s=wait_s)
+    except HostUnreachable as exc:
+        client.close()
+        tried.append(f"{host.name}: {exc}")
+    except HostUnavailable as exc:
+        client.close()
+        tried.append(f"{host.name}: {exc}")
+        if busy is not None:
+            busy.append(host)
+    return None
 
 
 def lease_end(*, lease: Lease, recycle: bool = False) -> None:

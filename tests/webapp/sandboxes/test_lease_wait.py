@@ -1,0 +1,83 @@
+"""sandbox_lease waits for a sandbox when asked to, even where the database's idle count is stale.
+
+The hosts are faked at one boundary (their HTTP client); tests/webapp/rollouts/test_rollouts_real.py
+leases through real hosts (its publication checks hit this case under load: the row said idle while the
+host's only free sandboxes were still resetting from the previous check).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from django.utils import timezone
+
+from webapp.sandboxes import services
+from webapp.sandboxes.models import Sandbox, SandboxHost
+from webapp.sandboxes.services import HostUnavailable, SandboxUnavailable, sandbox_lease
+
+pytestmark = pytest.mark.django_db
+
+
+class FakeHost:
+    """A host whose sandboxes are all resetting: a no-wait ask is refused, a waiting one is granted."""
+
+    def __init__(self, name: str, *, frees: bool) -> None:
+        self.name, self.frees, self.asks = name, frees, []
+
+    def acquire(self, profile, *, holder, ttl_s, wait_s):
+        self.asks.append(wait_s)
+        if wait_s > 0 and self.frees:
+            info = SimpleNamespace(id=f"lease-{self.name}", sandbox_id=f"sb-{self.name}", provider="xdesktop",
+                                   expires_at=timezone.now().timestamp() + ttl_s)  # fmt: skip
+            return SimpleNamespace(info=info)
+        raise HostUnavailable(f"no idle '{profile}' sandbox on this host (1 resetting; max 1)")
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def hosts(monkeypatch):
+    fakes: dict[str, FakeHost] = {}
+
+    def make(name: str, *, idle_row: bool, frees: bool) -> FakeHost:
+        host = SandboxHost.objects.create(
+            name=name,
+            api_url="http://127.0.0.1:9",
+            capacity={"desktop": {}},
+            last_heartbeat_at=timezone.now(),
+        )
+        if idle_row:  # what the last heartbeat said
+            Sandbox.objects.create(host=host, external_id=f"old-{name}", profile="desktop", state="idle",
+                                   provider="xdesktop")  # fmt: skip
+        fakes[name] = FakeHost(name, frees=frees)
+        return fakes[name]
+
+    monkeypatch.setattr(services, "host_client", lambda host: fakes[host.name])
+    return make
+
+
+def test_a_host_shown_idle_that_has_none_free_is_waited_on_when_asked_to_wait(hosts):
+    host = hosts("stale", idle_row=True, frees=True)
+    lease, leased = sandbox_lease(profile="desktop", holder="verify:x", wait_s=30)
+    assert leased.info.sandbox_id == "sb-stale" and lease.sandbox.host.name == "stale"
+    assert Sandbox.objects.get(pk=lease.sandbox.pk).state == "leased"
+    assert host.asks[0] == 0 and 0 < host.asks[1] <= 30  # first without waiting, then the time left
+
+
+def test_without_a_wait_a_host_with_none_free_is_asked_once(hosts):
+    host = hosts("stale", idle_row=True, frees=True)
+    with pytest.raises(SandboxUnavailable, match="stale: no idle 'desktop' sandbox"):
+        sandbox_lease(profile="desktop", holder="verify:x")
+    assert host.asks == [0]
+
+
+def test_a_host_shown_idle_is_asked_before_one_shown_full_is_waited_on(hosts):
+    full = hosts("a-full", idle_row=False, frees=True)
+    idle = hosts("b-idle", idle_row=True, frees=False)
+    lease, _ = sandbox_lease(profile="desktop", holder="verify:x", wait_s=30)
+    # The idle-looking host first, without a wait; it had none: the full-looking one is waited on.
+    assert idle.asks[0] == 0 and full.asks and full.asks[0] > 0
+    assert lease.sandbox.host.name == "a-full"
+    assert idle.asks == [0]  # not waited on too: the other granted one
