@@ -206,18 +206,30 @@ def server_identity(display: str) -> tuple[int, int] | None:
     return st.st_ino, st.st_ctime_ns
 
 
-def server_alive(display: str, identity: tuple[int, int] | None = None) -> bool:
-    """Whether the local X server of `display` (":N") accepts connections on its socket (and, given
-    `identity` from server_identity, is still that server)."""
+# An X connection setup request (little-endian, protocol 11.0, no authorization).
+_SETUP_REQUEST = struct.pack("<cxHHHHxx", b"l", 11, 0, 0, 0)
+
+
+def server_alive(display: str, identity: tuple[int, int] | None = None, timeout: float = 5.0) -> bool:
+    """Whether the local X server of `display` (":N") answers on its socket (and, given `identity`
+    from server_identity, is still that server).
+
+    It must answer a connection setup, not only accept: a server killed mid-request may still have
+    its listening socket open for an instant after our connection to it broke (the kernel closes a
+    dying process's sockets one by one), and the kernel queues a connect there without the server.
+    """
     path = _socket_path(display)
     if identity is not None and server_identity(display) != identity:
         return False
     with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(timeout)
         try:
             s.connect(path)
-        except OSError:
+            s.sendall(_SETUP_REQUEST)
+            answer = s.recv(1)  # 1 success, 0 refused (authorization), 2 authenticate: all alive
+        except OSError:  # refused, reset when the listener closed, or no answer in time
             return False
-    return True
+    return answer != b""
 
 
 class XSession:

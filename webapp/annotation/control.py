@@ -90,7 +90,7 @@ def control_assign(
     """Give a freshly leased sandbox's token to its episode's actor (agent, or the annotator)."""
     if holder == ControlToken.Holder.HUMAN and user is None:
         raise ValueError("a person holding control must be named")
-    token, _ = ControlToken.objects.select_for_update().get_or_create(sandbox=sandbox)
+    token, _ = ControlToken.objects.select_for_update(no_key=True).get_or_create(sandbox=sandbox)
     token.episode, token.holder, token.user = episode, holder, user if holder == "human" else None
     token.requested_by, token.requested_at = None, None
     token.save()
@@ -101,7 +101,7 @@ def control_assign(
 @transaction.atomic
 def control_request(*, sandbox: Sandbox, user: AbstractBaseUser, force: bool = False) -> ControlToken:
     """Take control if it is free or held by the agent; otherwise ask the holder (or force: admins)."""
-    token, _ = ControlToken.objects.select_for_update().get_or_create(sandbox=sandbox)
+    token, _ = ControlToken.objects.select_for_update(no_key=True).get_or_create(sandbox=sandbox)
     if token.holder == ControlToken.Holder.HUMAN and token.user_id == user.pk:
         return token
     if not control_allowed(user=user, sandbox=sandbox, episode=token.episode):
@@ -125,7 +125,7 @@ def control_request(*, sandbox: Sandbox, user: AbstractBaseUser, force: bool = F
 @transaction.atomic
 def control_release(*, sandbox: Sandbox, user: AbstractBaseUser) -> ControlToken:
     """The holder hands back: to a running rollout's agent, else to whoever asked, else nobody."""
-    token = ControlToken.objects.select_for_update().filter(sandbox=sandbox).first()
+    token = ControlToken.objects.select_for_update(no_key=True).filter(sandbox=sandbox).first()
     if token is None or token.holder != ControlToken.Holder.HUMAN or token.user_id != user.pk:
         if token is not None and may_force(user) and token.holder == ControlToken.Holder.HUMAN:
             pass  # an administrator may hand back on someone's behalf
@@ -147,7 +147,7 @@ def control_release(*, sandbox: Sandbox, user: AbstractBaseUser) -> ControlToken
 def control_clear(*, sandbox_id: int) -> None:
     """The sandbox's episode ended: nobody holds it any more."""
     with transaction.atomic():
-        token = ControlToken.objects.select_for_update().filter(sandbox_id=sandbox_id).first()
+        token = ControlToken.objects.select_for_update(no_key=True).filter(sandbox_id=sandbox_id).first()
         if token is None:
             return
         token.holder, token.user, token.requested_by, token.requested_at = "", None, None, None

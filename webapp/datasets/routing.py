@@ -304,7 +304,7 @@ def _close(iteration: FlywheelIteration, started: float) -> FlywheelIteration:
     }
     with transaction.atomic():
         # Lock the round row: a reaper that judged this job dead cannot remove it under us.
-        locked = FlywheelIteration.objects.select_for_update().filter(pk=iteration.pk).first()
+        locked = FlywheelIteration.objects.select_for_update(no_key=True).filter(pk=iteration.pk).first()
         if locked is None or locked.status != FlywheelIteration.Status.CLOSING:
             raise RoundError(f"round {iteration.number} was given up while it was closing; close a new one")
         sft_version = _write_version(sft, parent_sft, was_sft, verdicts["sft"], iteration)

@@ -39,7 +39,7 @@ def dataset_version_create(
     if parent is not None and parent.dataset_id != dataset.pk:
         raise ValueError("the parent version belongs to another dataset")
     # Lock the dataset row so two concurrent writers cannot take the same version number.
-    Dataset.objects.select_for_update().filter(pk=dataset.pk).first()
+    Dataset.objects.select_for_update(no_key=True).filter(pk=dataset.pk).first()
     number = (dataset.versions.aggregate(n=Max("number"))["n"] or 0) + 1
     episode_list = list({e.pk: e for e in episodes}.values())
     version = DatasetVersion.objects.create(

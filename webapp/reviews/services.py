@@ -43,7 +43,7 @@ def review_transition(
     comment: str = "",
 ) -> Review:
     """Move `review` to `to_state` if the state machine allows it, recording who and why."""
-    locked = Review.objects.select_for_update().get(pk=review.pk)
+    locked = Review.objects.select_for_update(no_key=True).get(pk=review.pk)
     if not locked.can_move_to(to_state):
         raise ReviewTransitionError(f"a review cannot go from {locked.state} to {to_state}")
     if to_state == Review.State.REJECTED and not reject_reason.strip():

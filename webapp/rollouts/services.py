@@ -157,7 +157,7 @@ def batch_advance(*, batch_id: int) -> int:
     from webapp.rollouts.tasks import episode_rollout
 
     with transaction.atomic():
-        batch = RolloutBatch.objects.select_for_update().get(pk=batch_id)
+        batch = RolloutBatch.objects.select_for_update(no_key=True).get(pk=batch_id)
         if batch.status != RolloutBatch.Status.RUNNING:
             return 0
         episodes = Episode.objects.filter(batch=batch)

@@ -121,7 +121,7 @@ def _save(task: Task, result: dict[str, Any], *, ok: bool) -> dict[str, Any]:
 def _set_status(task: Task, status: str, *, reason: str) -> None:
     """Record where a check stands, keeping the last verdict's rewards (and the publication) as they are."""
     with transaction.atomic():
-        row = Task.objects.select_for_update().only("verification").get(pk=task.pk)
+        row = Task.objects.select_for_update(no_key=True).only("verification").get(pk=task.pk)
         verification = {**(row.verification or {}), "status": status, "reason": reason}
         verification["updated_at"] = timezone.now().isoformat()
         Task.objects.filter(pk=task.pk).update(verification=verification)

@@ -101,7 +101,7 @@ def host_heartbeat(*, report: Mapping[str, Any]) -> SandboxHost:
     """
     now = timezone.now()
     with transaction.atomic():
-        host, _ = SandboxHost.objects.select_for_update().get_or_create(
+        host, _ = SandboxHost.objects.select_for_update(no_key=True).get_or_create(
             name=report["name"], defaults={"api_url": report["api_url"]}
         )
         host.api_url = report["api_url"]

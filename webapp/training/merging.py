@@ -115,7 +115,7 @@ def _fail(merge_id: int, message: str) -> None:
 
 def _claim(merge_id: int) -> PolicyMerge | None:
     with transaction.atomic():
-        merge = PolicyMerge.objects.select_for_update().filter(pk=merge_id).first()
+        merge = PolicyMerge.objects.select_for_update(no_key=True).filter(pk=merge_id).first()
         if merge is None:
             return None
         stale = merge.status == PolicyMerge.Status.RUNNING and (

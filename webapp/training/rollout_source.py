@@ -190,7 +190,7 @@ class DBRolloutSource:
         when it was cancelled. Call inside a transaction."""
         policy = self._policy()
         if self._batch is not None:
-            batch = RolloutBatch.objects.select_for_update().get(pk=self._batch.pk)
+            batch = RolloutBatch.objects.select_for_update(no_key=True).get(pk=self._batch.pk)
             if batch.status == RolloutBatch.Status.FINISHED:
                 RolloutBatch.objects.filter(pk=batch.pk).update(
                     status=RolloutBatch.Status.RUNNING, finished_at=None

@@ -346,7 +346,7 @@ def checkpoint_promote(
 def _claim(run_id: int, worker: str) -> TrainingRun | None:
     """Take the run for this worker: pending, or running with a heartbeat older than stale_seconds()."""
     with transaction.atomic():
-        run = TrainingRun.objects.select_for_update().filter(pk=run_id).first()
+        run = TrainingRun.objects.select_for_update(no_key=True).filter(pk=run_id).first()
         if run is None:
             return None
         now = timezone.now()

@@ -131,8 +131,13 @@ def test_oracle_scores_1_and_do_nothing_0_through_celery_workers(sample_suite, p
     for batch, want in ((good, 1.0), (lazy, 0.0)):
         episodes = Episode.objects.filter(batch=batch)
         assert episodes.count() == n
-        summary = [(e.task.slug, e.status, e.reward, e.error_message) for e in episodes]
-        assert all(e.status == "finished" and e.reward == want and not e.env_error for e in episodes), summary
+        wrong = [
+            f"{e.task.slug}: {e.status}, reward {e.reward}, env_error {e.env_error}: {e.error_message}"
+            for e in episodes
+            if not (e.status == "finished" and e.reward == want and not e.env_error)
+        ]
+        # One line per wrong episode, in full (pytest cuts a long list short: the cause was lost).
+        assert not wrong, f"{batch.name} (want reward {want}):\n" + "\n".join(wrong)
         assert batch_progress(batch=batch).finished == n
     steps = Step.objects.filter(episode__batch=good)
     assert steps.count() >= n

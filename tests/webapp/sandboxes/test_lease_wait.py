@@ -81,3 +81,48 @@ def test_a_host_shown_idle_is_asked_before_one_shown_full_is_waited_on(hosts):
     assert idle.asks[0] == 0 and full.asks and full.asks[0] > 0
     assert lease.sandbox.host.name == "a-full"
     assert idle.asks == [0]  # not waited on too: the other granted one
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_commits_while_a_heartbeat_of_its_host_is_in_flight(hosts):
+    """A heartbeat locks its host's row, then its sandboxes; a lease inserts a sandbox row whose foreign
+    key PostgreSQL checks at commit with a key-share lock on that host row. With the heartbeat's lock
+    FOR UPDATE the two waited on each other (a deadlock turned an oracle episode into an env_error);
+    FOR NO KEY UPDATE does not block a foreign-key check."""
+    from django.db import connection, transaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks and deferred foreign-key checks are PostgreSQL's")
+    import threading
+    import time
+
+    hosts("busy", idle_row=False, frees=True)
+    report = {
+        "name": "busy",
+        "api_url": "http://127.0.0.1:9",
+        "profiles": {"desktop": {}},
+        "sandboxes": [],
+        "leases": [],
+    }
+    locked, done = threading.Event(), threading.Event()
+
+    def heartbeat_held_open() -> None:
+        try:
+            with transaction.atomic():
+                services.host_heartbeat(report=report)
+                locked.set()
+                done.wait(6)  # the heartbeat's transaction is still open: its locks are held
+        finally:
+            connection.close()
+
+    beat = threading.Thread(target=heartbeat_held_open)
+    beat.start()
+    try:
+        assert locked.wait(10), "the heartbeat never ran"
+        t0 = time.monotonic()
+        lease, _ = sandbox_lease(profile="desktop", holder="episode:1", wait_s=5)
+        waited = time.monotonic() - t0
+    finally:
+        done.set()
+        beat.join(10)
+    assert lease.pk and waited < 3, f"the lease waited {waited:.1f} s on the heartbeat's lock"
