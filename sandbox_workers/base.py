@@ -280,13 +280,3 @@ def register_provider(name: str) -> Callable[[type[Provider]], type[Provider]]:
         return cls
 
     return deco
-
-
-def provider_class(name: str) -> type[Provider]:
-    """The provider registered as `name`; raises with the valid names."""
-    import sandbox_workers.providers  # noqa: F401  (registers the built-in providers)
-
-    try:
-        return PROVIDERS[name]
-    except KeyError:
-        raise SandboxError(f"unknown provider {name!r}; valid: {', '.join(sorted(PROVIDERS))}") from None

@@ -29,8 +29,8 @@ from sandbox_workers.base import (
     Provider,
     SandboxBrokenByAgent,
     SandboxError,
-    provider_class,
 )
+from sandbox_workers.registry import provider_class
 from sandbox_workers.stats import LatencyLog
 
 log = logging.getLogger(__name__)

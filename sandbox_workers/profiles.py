@@ -10,6 +10,7 @@ from typing import Any
 
 from sandbox_workers.base import Profile, SandboxError
 from sandbox_workers.pool import PoolConfig
+from sandbox_workers.registry import provider_class
 
 PROFILE_FIELDS = {"provider", "width", "height", "network", "memory_mb", "max_pids", "options"}
 POOL_FIELDS = {"min_idle", "max_total"}
@@ -36,8 +37,6 @@ def default_profiles() -> dict[str, dict[str, Any]]:
 
 def parse_profiles(data: Mapping[str, Any]) -> list[PoolConfig]:
     """Pool configs from {name: {"provider": …, "min_idle": …, …}}; an error names the field."""
-    from sandbox_workers.base import provider_class
-
     if not isinstance(data, Mapping) or not data:
         raise SandboxError("profiles must be a non-empty JSON object of name → settings")
     configs = []

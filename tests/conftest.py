@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
@@ -63,6 +65,35 @@ def _empty_cache() -> None:
     from django.core.cache import cache
 
     cache.clear()
+
+
+class Queued(list[tuple[str, tuple[Any, ...]]]):
+    """The (task name, args) of everything services enqueued (webapp.common.queue); set `down` to an
+    exception to play a broker that refuses."""
+
+    down: BaseException | None = None
+    countdowns: list[float | None]
+
+    def of(self, name: str) -> list[tuple[Any, ...]]:
+        return [args for n, args in self if n == name]
+
+
+@pytest.fixture
+def queued(monkeypatch: pytest.MonkeyPatch) -> Queued:
+    """Celery replaced at its one boundary: what services enqueue by name is recorded, not sent."""
+    sent = Queued()
+    sent.countdowns = []
+
+    def send(name: str, args: tuple[Any, ...], countdown: float | None) -> str:
+        json.dumps(list(args))  # arguments must survive Celery's JSON serializer
+        if sent.down is not None:
+            raise sent.down
+        sent.append((name, args))
+        sent.countdowns.append(countdown)
+        return f"task-{len(sent)}"
+
+    monkeypatch.setattr("webapp.common.queue._send", send)
+    return sent
 
 
 @pytest.fixture

@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "ninja",
     "webapp.accounts",
     "webapp.catalog",
+    "webapp.policies",
     "webapp.sandboxes",
     "webapp.episodes",
     "webapp.rollouts",

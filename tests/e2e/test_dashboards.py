@@ -22,9 +22,9 @@ from tests.webapp.dashboards.conftest import ended, heartbeat
 from webapp.dashboards.services import health_sample_take
 from webapp.episodes.models import Episode
 from webapp.episodes.services import step_record
+from webapp.policies.models import PolicyVersion
 from webapp.reviews.services import review_assign, review_decide
 from webapp.sandboxes.models import Sandbox
-from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.slow
 

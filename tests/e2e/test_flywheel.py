@@ -37,10 +37,10 @@ from webapp.dashboards.services import health_sample_take
 from webapp.datasets.models import DatasetExport, FlywheelIteration
 from webapp.datasets.routing import flywheel_round_close
 from webapp.episodes.models import Episode
+from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.services import batch_create
 from webapp.sandboxes.models import Sandbox
-from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.slow
 

@@ -29,9 +29,9 @@ from webapp.catalog.services import suite_get_or_create, suite_load
 from webapp.datasets.models import DatasetMembership, FlywheelIteration
 from webapp.datasets.routing import CT_DATASET, SFT_DATASET
 from webapp.episodes.models import Episode
+from webapp.policies.models import PolicyVersion
 from webapp.reviews.models import Review
 from webapp.rollouts.models import RolloutBatch
-from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.slow
 platform = test_flywheel.platform  # the same platform: daphne, a worker on every queue, a desktop host

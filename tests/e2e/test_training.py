@@ -20,7 +20,8 @@ from tests.webapp.datasets.conftest import GOOD, build_episode
 from webapp.celery import app
 from webapp.datasets.models import Dataset, DatasetVersion
 from webapp.datasets.services import dataset_version_create
-from webapp.training.models import MetricPoint, PolicyVersion, TrainingRun
+from webapp.policies.models import PolicyVersion
+from webapp.training.models import MetricPoint, TrainingRun
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

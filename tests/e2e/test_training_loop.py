@@ -33,11 +33,12 @@ from webapp.catalog.services import suite_get_or_create, suite_load
 from webapp.celery import app
 from webapp.datasets.models import DatasetVersion, FlywheelIteration
 from webapp.episodes.models import Episode
+from webapp.policies.models import PolicyVersion
+from webapp.policies.runtime import policy_for
 from webapp.rollouts.models import RolloutBatch
-from webapp.rollouts.policies import policy_for
 from webapp.sandboxes.models import Sandbox
 from webapp.training.merging import policy_merge_request
-from webapp.training.models import Checkpoint, MetricPoint, PolicyMerge, PolicyVersion, TrainingRun
+from webapp.training.models import Checkpoint, MetricPoint, PolicyMerge, TrainingRun
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

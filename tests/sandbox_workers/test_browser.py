@@ -37,9 +37,9 @@ from sandbox_workers.base import (
     OperationUnsupported,
     Profile,
     SandboxPathError,
-    provider_class,
 )
 from sandbox_workers.providers.browser import BrowserProvider, InvalidParams
+from sandbox_workers.registry import provider_class
 from tests.procs import alive, wait_for, worker_slot
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="no Chromium")

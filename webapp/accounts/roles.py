@@ -34,7 +34,7 @@ ROLE_PERMISSIONS: dict[Role, list[str]] = {
         "datasets.view_datasetexport",
         "datasets.export_dataset",
         "training.view_trainingrun",
-        "training.view_policyversion",
+        "policies.view_policyversion",
         "training.view_checkpoint",
         "sandboxes.view_sandboxhost",
         "sandboxes.view_sandbox",

@@ -9,7 +9,7 @@ from django.db.models import Q, QuerySet
 from webapp.annotation.models import Assignment
 from webapp.catalog.models import Task
 from webapp.episodes.models import Episode, Source
-from webapp.training.models import PolicyVersion
+from webapp.policies.models import PolicyVersion
 
 
 def assignments_open(*, annotator: AbstractBaseUser) -> QuerySet[Assignment]:

@@ -30,6 +30,7 @@ from sandbox_workers.client import LeasedSandbox
 from webapp.annotation.control import control_assign, control_clear
 from webapp.annotation.models import Assignment, ControlToken
 from webapp.catalog.models import Task
+from webapp.common.queue import DEMO_PREPARE, enqueue
 from webapp.common.text import MAX_NOTE, text_problem
 from webapp.episodes.models import Episode, Source, Step
 from webapp.episodes.services import (
@@ -41,6 +42,7 @@ from webapp.episodes.services import (
     screen_of,
     step_record,
 )
+from webapp.policies.models import PolicyVersion
 from webapp.sandboxes.models import Lease
 from webapp.sandboxes.services import (
     SandboxUnavailable,
@@ -49,7 +51,6 @@ from webapp.sandboxes.services import (
     lease_info,
     sandbox_lease,
 )
-from webapp.training.models import PolicyVersion
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +108,7 @@ def demo_start(
 
 
 def _enqueue_prepare(episode_id: int) -> None:
-    from webapp.annotation.tasks import demo_prepare_task
-
-    demo_prepare_task.delay(episode_id)
+    enqueue(DEMO_PREPARE, episode_id)
 
 
 def demo_prepare(*, episode_id: int) -> Episode | None:

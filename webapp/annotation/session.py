@@ -80,7 +80,7 @@ class LiveSession:
         version = self.episode.policy_version
         if version is None or self.episode.source == Source.HUMAN:
             return False
-        from webapp.rollouts.policies import observation_for
+        from webapp.policies.runtime import observation_for
 
         try:
             return observation_for(version)
@@ -245,7 +245,7 @@ class LiveSession:
             raise DemoError("this episode has no policy to propose steps (start an interactive one)")
         self.flush()
         if self._policy is None:
-            from webapp.rollouts.policies import observation_for, policy_for
+            from webapp.policies.runtime import observation_for, policy_for
 
             prepared = prepared_of(self.episode)
             try:

@@ -24,8 +24,8 @@ from webapp.catalog.selectors import task_view_area
 from webapp.common.params import parse_whole
 from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episode_visible_to, steps_of
+from webapp.policies.models import PolicyVersion
 from webapp.reviews.selectors import reviews_sent_back
-from webapp.training.models import PolicyVersion
 
 
 def _int(value: str | None) -> int | None:

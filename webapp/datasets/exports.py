@@ -29,6 +29,7 @@ from agent_core.coords import COORD_SPACES
 from agent_core.export import ExportOptions, export_trajectories
 from agent_core.flywheel import TrajectoryView, Verdict
 from webapp.common.params import parse_whole
+from webapp.common.queue import DATASET_EXPORT, enqueue_or_note
 from webapp.datasets.models import DatasetExport, DatasetVersion
 from webapp.datasets.routing import trajectories
 from webapp.datasets.services import DatasetError, version_usable
@@ -144,17 +145,12 @@ def export_create(
 
 
 def _enqueue(export_id: int) -> None:
-    from webapp.datasets.tasks import dataset_export_task
-
-    try:
-        dataset_export_task.delay(export_id)
-    except Exception as exc:  # the broker is down: say so on the export rather than leave it pending
-        log.exception("could not queue export %d", export_id)
+    def fail(why: str) -> None:  # the broker is down: say so on the export rather than leave it pending
         DatasetExport.objects.filter(pk=export_id, status=DatasetExport.Status.PENDING).update(
-            status=DatasetExport.Status.FAILED,
-            error=f"the task queue is unavailable ({type(exc).__name__}: {exc}); try again later",
-            finished_at=timezone.now(),
+            status=DatasetExport.Status.FAILED, error=f"{why}; try again later", finished_at=timezone.now()
         )
+
+    enqueue_or_note(DATASET_EXPORT, export_id, note=fail)
 
 
 def export_run(*, export_id: int) -> DatasetExport | None:

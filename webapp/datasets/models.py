@@ -45,7 +45,7 @@ class FlywheelIteration(models.Model):
 
     number = models.PositiveIntegerField(unique=True)
     policy_version = models.ForeignKey(
-        "training.PolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="iterations"
+        "policies.PolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="iterations"
     )
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.CLOSING)
     stats = models.JSONField(default=dict, blank=True)

@@ -21,6 +21,7 @@ from django.db.models import Exists, F, Max, OuterRef, Prefetch, QuerySet
 from django.utils import timezone
 
 from agent_core.flywheel import StepView, TrajectoryView, Verdict, review_verdict, route, validate
+from webapp.common.queue import FLYWHEEL_ROUND, UNAVAILABLE, enqueue_or_note
 from webapp.datasets.models import Dataset, DatasetVersion, FlywheelIteration
 from webapp.datasets.services import dataset_version_create
 from webapp.episodes.models import Episode, Step
@@ -357,7 +358,7 @@ def _write_version(
 
 
 def _policy_of(policies: Counter[str]) -> Any:
-    from webapp.training.models import PolicyVersion
+    from webapp.policies.models import PolicyVersion
 
     if not policies:
         return None
@@ -380,16 +381,12 @@ def round_enqueue(*, created_by: AbstractBaseUser | None = None, notes: str = ""
     """Claim the next round and close it in the background (Celery queue `datasets`)."""
     iteration = flywheel_round_start(created_by=created_by, notes=notes)
 
-    def enqueue() -> None:
-        from webapp.datasets.tasks import flywheel_round_task
+    def free_claim(why: str) -> None:  # the broker is down: the next attempt may run
+        FlywheelIteration.objects.filter(pk=iteration.pk, status=FlywheelIteration.Status.CLOSING).delete()
 
-        try:
-            flywheel_round_task.delay(iteration.pk)
-        except Exception:  # the broker is down: free the claim so the next attempt can run
-            log.exception("could not queue round %d", iteration.number)
-            claim = FlywheelIteration.objects.filter(pk=iteration.pk, status=FlywheelIteration.Status.CLOSING)
-            claim.delete()
-            raise RoundError("the task queue is unavailable; try again later") from None
+    def enqueue() -> None:
+        if enqueue_or_note(FLYWHEEL_ROUND, iteration.pk, note=free_claim) is None:
+            raise RoundError(f"{UNAVAILABLE}; try again later")
 
     transaction.on_commit(enqueue)
     return iteration

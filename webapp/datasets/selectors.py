@@ -72,7 +72,7 @@ def version_lineage(*, version: DatasetVersion) -> LineageView:
     shows as `#id`)."""
     from django.contrib.auth import get_user_model
 
-    from webapp.training.models import PolicyVersion
+    from webapp.policies.models import PolicyVersion
 
     lineage = dict(version.lineage or {})
 

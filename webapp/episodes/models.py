@@ -31,7 +31,7 @@ class Episode(models.Model):
     source = models.CharField(max_length=8, choices=Source.choices)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     policy_version = models.ForeignKey(
-        "training.PolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="episodes"
+        "policies.PolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="episodes"
     )
     sandbox = models.ForeignKey(
         "sandboxes.Sandbox", null=True, blank=True, on_delete=models.SET_NULL, related_name="episodes"

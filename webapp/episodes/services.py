@@ -15,7 +15,7 @@ from webapp.catalog.models import Task
 from webapp.common.live import broadcast, episode_group
 from webapp.common.storage import blob_store
 from webapp.episodes.models import Episode, Source, Step
-from webapp.training.models import PolicyVersion
+from webapp.policies.models import PolicyVersion
 
 
 class EpisodeStateError(Exception):

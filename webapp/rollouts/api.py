@@ -20,11 +20,11 @@ from webapp.common.api import (
     require_any_perm,
     require_perm,
 )
+from webapp.policies.models import PolicyVersion
 from webapp.rollouts.launch import batch_seeds, tasks_matching
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.selectors import batch_progress, batches_for
 from webapp.rollouts.services import MAX_SEED, MAX_SEEDS, RolloutError, batch_cancel, batch_create
-from webapp.training.models import PolicyVersion
 
 router = Router(tags=["rollouts"])
 

@@ -19,7 +19,7 @@ class RolloutBatch(models.Model):
     name = models.CharField(max_length=200)
     suite = models.ForeignKey("catalog.TaskSuite", on_delete=models.PROTECT, related_name="rollout_batches")
     policy_version = models.ForeignKey(
-        "training.PolicyVersion", on_delete=models.PROTECT, related_name="rollout_batches"
+        "policies.PolicyVersion", on_delete=models.PROTECT, related_name="rollout_batches"
     )
     episodes_per_task = models.PositiveIntegerField(default=1)
     seeds = models.JSONField(

@@ -34,13 +34,14 @@ from webapp.annotation.control import control_agent_gate, control_assign, contro
 from webapp.annotation.models import ControlToken
 from webapp.annotation.services import prepared_to_json
 from webapp.catalog.models import Task, TaskSuite
+from webapp.common.queue import EPISODE_ROLLOUT, enqueue
 from webapp.episodes.models import Episode, Source
 from webapp.episodes.services import EpisodeStateError, episode_finish, screen_of, step_record
+from webapp.policies.models import PolicyVersion
+from webapp.policies.runtime import observation_for, policy_for
 from webapp.rollouts.models import RolloutBatch
-from webapp.rollouts.policies import observation_for, policy_for
 from webapp.rollouts.selectors import episode_memory
 from webapp.sandboxes.services import SandboxUnavailable, lease_end, sandbox_lease
-from webapp.training.models import PolicyVersion
 
 log = logging.getLogger(__name__)
 LEASE_TTL_S = 120.0
@@ -154,8 +155,6 @@ def seeds_checked(seeds: Iterable[int]) -> list[int]:
 
 def batch_advance(*, batch_id: int) -> int:
     """Enqueue pending episodes of the batch up to its concurrency; finish it when nothing is left."""
-    from webapp.rollouts.tasks import episode_rollout
-
     with transaction.atomic():
         batch = RolloutBatch.objects.select_for_update(no_key=True).get(pk=batch_id)
         if batch.status != RolloutBatch.Status.RUNNING:
@@ -178,7 +177,7 @@ def batch_advance(*, batch_id: int) -> int:
         if ids:
             Episode.objects.filter(pk__in=ids).update(queued_at=timezone.now())
             for episode_id in ids:
-                transaction.on_commit(lambda i=episode_id: episode_rollout.delay(i))  # type: ignore[misc]
+                transaction.on_commit(lambda i=episode_id: enqueue(EPISODE_ROLLOUT, i))  # type: ignore[misc]
         elif in_flight == 0 and not episodes.filter(status=Episode.Status.PENDING).exists():
             RolloutBatch.objects.filter(pk=batch.pk).update(
                 status=RolloutBatch.Status.FINISHED, finished_at=timezone.now()
@@ -282,14 +281,12 @@ def _run_claimed(episode: Episode) -> Episode:
 
 
 def _requeue(episode: Episode, *, reason: str) -> None:
-    from webapp.rollouts.tasks import episode_rollout
-
     given_back = Episode.objects.filter(pk=episode.pk, status=Episode.Status.RUNNING).update(
         status=Episode.Status.PENDING, started_at=None, heartbeat_at=None, worker="", queued_at=timezone.now()
     )
     if given_back:
         log.info("episode %s waits for a sandbox (%s)", episode.pk, reason)
-        episode_rollout.apply_async((episode.pk,), countdown=REQUEUE_DELAY_S)
+        enqueue(EPISODE_ROLLOUT, episode.pk, countdown=REQUEUE_DELAY_S)
 
 
 def _finish(episode: Episode, instruction: str, outcome: EpisodeOutcome) -> Episode:

@@ -29,6 +29,7 @@ from sandbox_workers.base import SandboxError
 from sandbox_workers.client import HostUnreachable
 from sandbox_workers.pool import SandboxUnavailable as HostSandboxUnavailable
 from webapp.catalog.models import Task, VerificationStatus
+from webapp.common.queue import TASK_VERIFY, enqueue
 from webapp.sandboxes.services import SandboxUnavailable, lease_end, sandbox_lease
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,5 @@ def verification_gave_up(*, task: Task, tries: int) -> None:
 
 def verification_request(*, task: Task, runs: int = 2) -> None:
     """Queue a check of `task` on the rollout workers (the Tasks page's *Re-check*, `tasks_verify`)."""
-    from webapp.rollouts.tasks import task_verify_run
-
     _set_status(task, VerificationStatus.QUEUED, reason="")
-    transaction.on_commit(lambda: task_verify_run.delay(task.pk, runs))
+    transaction.on_commit(lambda: enqueue(TASK_VERIFY, task.pk, runs))

@@ -14,12 +14,12 @@ from django.views.decorators.http import require_GET, require_POST
 from webapp.accounts.access import page_requires
 from webapp.catalog.models import Task, TaskSuite
 from webapp.episodes.models import Episode
+from webapp.policies.models import PolicyVersion
 from webapp.rollouts.launch import batch_seeds, seeds_parse, task_patterns_parse, tasks_matching
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.selectors import batch_progress, batch_task_table, batches_for
 from webapp.rollouts.services import MAX_SEED, MAX_SEEDS, RolloutError, batch_cancel, batch_create
 from webapp.rollouts.verification import verification_request
-from webapp.training.models import PolicyVersion
 
 
 class LaunchForm(forms.Form):

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from webapp.training.models import Checkpoint, MetricPoint, PolicyVersion, TrainingRun
+from webapp.training.models import Checkpoint, MetricPoint, TrainingRun
 
 
 @admin.register(TrainingRun)
@@ -22,12 +22,6 @@ class TrainingRunAdmin(admin.ModelAdmin):
 @admin.register(Checkpoint)
 class CheckpointAdmin(admin.ModelAdmin):
     list_display = ["run", "step", "path", "created_at"]
-
-
-@admin.register(PolicyVersion)
-class PolicyVersionAdmin(admin.ModelAdmin):
-    list_display = ["name", "backend", "model_name", "is_active", "created_at"]
-    list_filter = ["backend", "is_active"]
 
 
 @admin.register(MetricPoint)

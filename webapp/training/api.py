@@ -12,8 +12,9 @@ from ninja.errors import HttpError
 
 from webapp.catalog.models import TaskSuite
 from webapp.common.api import ErrorOut, PageIn, api_enum, object_or_404, page_of, require_perm
+from webapp.policies.models import PolicyVersion
 from webapp.training.merging import policy_merge_request
-from webapp.training.models import Checkpoint, PolicyMerge, PolicyVersion, TrainingRun
+from webapp.training.models import Checkpoint, PolicyMerge, TrainingRun
 from webapp.training.selectors import (
     checkpoints_of,
     metric_names,
@@ -181,7 +182,7 @@ def training_run_metric(request: HttpRequest, run_id: int, name: str) -> list[di
 @router.get("/policies", response={200: PolicyPage, 400: ErrorOut, **DENIED})
 def policy_list(request: HttpRequest, filters: Query[PolicyFilters]) -> dict[str, Any]:
     """Policy versions, newest first: what rollouts and interactive annotation can use."""
-    require_perm(request, "training.view_policyversion")
+    require_perm(request, "policies.view_policyversion")
     return page_of(policy_versions_list(active=filters.active), filters)
 
 
@@ -439,5 +440,5 @@ def policy_merge_create(request: HttpRequest, body: PolicyMergeIn) -> Status:
 @router.get("/policy-merges/{merge_id}", response={200: PolicyMergeOut, 404: ErrorOut, **DENIED})
 def policy_merge_detail(request: HttpRequest, merge_id: int) -> PolicyMerge:
     """A merge: pending, running, succeeded (with its policy) or failed (with the reason)."""
-    require_perm(request, "training.view_policyversion")
+    require_perm(request, "policies.view_policyversion")
     return object_or_404(PolicyMerge.objects.select_related("policy"), merge_id, "policy merge")

@@ -20,8 +20,11 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from agent_core.rl.interpolate import InterpolationError, check_mergeable, interpolate_checkpoints
-from webapp.training.models import PolicyMerge, PolicyVersion
-from webapp.training.services import TrainingRunError, free_policy_name
+from webapp.common.queue import POLICY_MERGE, enqueue_or_note
+from webapp.policies.models import PolicyVersion
+from webapp.policies.services import free_policy_name
+from webapp.training.models import PolicyMerge
+from webapp.training.services import TrainingRunError
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +101,8 @@ def policy_merge_request(
 
 
 def _enqueue(merge_id: int) -> None:
-    from webapp.training.tasks import policy_merge_task
-
-    try:
-        policy_merge_task.delay(merge_id)
-    except Exception as exc:  # the broker is down: the merge says so instead of waiting forever
-        log.exception("could not queue merge %d", merge_id)
-        _fail(merge_id, f"the task queue is unavailable ({type(exc).__name__}: {exc}); ask again later")
+    # The broker is down: the merge says so instead of waiting forever.
+    enqueue_or_note(POLICY_MERGE, merge_id, note=lambda why: _fail(merge_id, f"{why}; ask again later"))
 
 
 def _fail(merge_id: int, message: str) -> None:

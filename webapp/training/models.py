@@ -1,4 +1,4 @@
-"""Training runs, their checkpoints and metrics, and the policy versions rollouts use."""
+"""Training runs, their checkpoints and metrics, and merges of policies (PolicyVersion: webapp.policies)."""
 
 from __future__ import annotations
 
@@ -7,62 +7,6 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-
-
-class PolicyVersion(models.Model):
-    """A policy rollouts and interactive annotation can use: a checkpoint, an endpoint, or a baseline."""
-
-    class Backend(models.TextChoices):
-        OPENAI = "openai", "OpenAI-compatible endpoint (vLLM)"
-        LOCAL = "local", "Local transformers model"
-        ORACLE = "oracle", "Scripted oracle"
-        RANDOM = "random", "Random baseline"
-        NOOP = "noop", "Do nothing"
-        HUMAN = "human", "Human"
-
-    name = models.SlugField(max_length=100, unique=True)
-    backend = models.CharField(max_length=8, choices=Backend.choices)
-    checkpoint = models.OneToOneField(
-        "training.Checkpoint", null=True, blank=True, on_delete=models.PROTECT, related_name="policy_version"
-    )
-    endpoint_url = models.URLField(max_length=300, blank=True)
-    model_name = models.CharField(
-        max_length=200,
-        blank=True,
-        help_text="Served model name (openai); for a local policy without a checkpoint, its model "
-        "directory (absolute, or relative to the var dir)",
-    )
-    config = models.JSONField(default=dict, blank=True)
-    lineage = models.JSONField(
-        default=dict, blank=True, help_text="Where it came from: training run, step, base policy"
-    )
-    is_active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-        constraints = [
-            models.CheckConstraint(
-                condition=~Q(backend="openai") | ~Q(endpoint_url=""), name="policy_openai_has_endpoint"
-            ),
-            models.CheckConstraint(
-                condition=~Q(backend="local") | Q(checkpoint__isnull=False) | ~Q(model_name=""),
-                name="policy_local_has_checkpoint",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def model_dir(self) -> Path | None:
-        """A local policy's model directory (its checkpoint's, else model_name), resolved under VAR_DIR."""
-        if self.backend != self.Backend.LOCAL:
-            return None
-        raw = self.checkpoint.path if self.checkpoint is not None else self.model_name
-        if not raw:
-            return None
-        path = Path(raw)
-        return path if path.is_absolute() else Path(settings.VAR_DIR) / path
 
 
 class TrainingRun(models.Model):
@@ -92,7 +36,11 @@ class TrainingRun(models.Model):
         related_name="training_runs",
     )
     base_policy = models.ForeignKey(
-        PolicyVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="training_runs"
+        "policies.PolicyVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="training_runs",
     )
     suite = models.ForeignKey(
         "catalog.TaskSuite",
@@ -207,7 +155,7 @@ class PolicyMerge(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     error_message = models.TextField(blank=True)
     policy = models.OneToOneField(
-        PolicyVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="merge"
+        "policies.PolicyVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="merge"
     )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

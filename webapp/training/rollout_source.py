@@ -27,10 +27,11 @@ from django.utils import timezone
 from agent_core.training.types import RLEpisode
 from webapp.catalog.models import Task, TaskSuite
 from webapp.episodes.models import Episode, Source, Step
+from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.services import batch_advance, batch_cancel
 from webapp.training.data import rl_episode_of
-from webapp.training.models import PolicyVersion, TrainingRun
+from webapp.training.models import TrainingRun
 
 log = logging.getLogger(__name__)
 

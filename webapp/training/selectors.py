@@ -9,7 +9,8 @@ from django.db.models import Count, Q, QuerySet
 
 from webapp.catalog.models import TaskSuite
 from webapp.datasets.models import DatasetVersion
-from webapp.training.models import Checkpoint, MetricPoint, PolicyVersion, TrainingRun
+from webapp.policies.models import PolicyVersion
+from webapp.training.models import Checkpoint, MetricPoint, TrainingRun
 
 
 def training_runs_list() -> QuerySet[TrainingRun]:

@@ -28,10 +28,13 @@ from django.utils.text import slugify
 from agent_core.training.config import ConfigError, validate_config
 from agent_core.training.types import RunSpec
 from webapp.catalog.models import TaskSuite
+from webapp.common.queue import TRAINING_RUN, enqueue_or_note
 from webapp.common.text import MAX_NAME, text_problem
 from webapp.datasets.services import DatasetError, version_pin_resolve
+from webapp.policies.models import PolicyVersion
+from webapp.policies.services import free_policy_name
 from webapp.training.hooks import RunHooks, RunLost, heartbeat, log_append
-from webapp.training.models import Checkpoint, MetricPoint, PolicyVersion, TrainingRun
+from webapp.training.models import Checkpoint, MetricPoint, TrainingRun
 
 log = logging.getLogger(__name__)
 
@@ -206,19 +209,16 @@ def _set_aside(out_dir: Path) -> None:
 
 
 def _enqueue(run_id: int) -> None:
-    from webapp.training.tasks import training_run_task
-
-    try:
-        result = training_run_task.delay(run_id)
-    except Exception as exc:  # the broker is down: say so on the run rather than leave it pending forever
-        log.exception("could not queue training run %d", run_id)
+    def fail(why: str) -> None:  # the broker is down: say so on the run rather than leave it pending forever
         TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.PENDING).update(
             status=TrainingRun.Status.FAILED,
-            error_message=f"the task queue is unavailable ({type(exc).__name__}: {exc}); resume it later",
+            error_message=f"{why}; resume it later",
             finished_at=timezone.now(),
         )
-        return
-    TrainingRun.objects.filter(pk=run_id).update(celery_task_id=str(result.id or "")[:64])
+
+    task_id = enqueue_or_note(TRAINING_RUN, run_id, note=fail)
+    if task_id is not None:
+        TrainingRun.objects.filter(pk=run_id).update(celery_task_id=task_id[:64])
 
 
 # --- stop, resume, promote -----------------------------------------------------------------------
@@ -279,16 +279,6 @@ def training_run_resume(*, run: TrainingRun, by: AbstractBaseUser) -> TrainingRu
     log_append(run, f"resume requested by {by.get_username()}: continues from {last.name}")
     run.refresh_from_db()
     return run
-
-
-def free_policy_name(base: str) -> str:
-    """`base`, or `base-2`, `base-3`, … whichever no policy is called yet."""
-    base = base[:90].strip("-") or "policy"
-    name, n = base, 1
-    while PolicyVersion.objects.filter(name=name).exists():
-        n += 1
-        name = f"{base}-{n}"
-    return name
 
 
 def checkpoint_promote(

@@ -13,8 +13,9 @@ from agent_core.training.config import config_fields
 from webapp.accounts.access import page_requires
 from webapp.catalog.models import TaskSuite
 from webapp.common.params import parse_whole
+from webapp.policies.models import PolicyVersion
 from webapp.training.merging import policy_merge_request
-from webapp.training.models import Checkpoint, PolicyMerge, PolicyVersion, TrainingRun
+from webapp.training.models import Checkpoint, PolicyMerge, TrainingRun
 from webapp.training.selectors import (
     METRIC_GROUPS,
     checkpoints_of,

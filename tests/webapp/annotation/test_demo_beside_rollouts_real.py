@@ -23,8 +23,8 @@ from webapp.catalog.models import Task
 from webapp.catalog.services import suite_get_or_create, suite_load
 from webapp.celery import app
 from webapp.episodes.models import Episode
+from webapp.policies.models import PolicyVersion
 from webapp.rollouts.services import batch_cancel, batch_create
-from webapp.training.models import PolicyVersion
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

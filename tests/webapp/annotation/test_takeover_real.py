@@ -22,8 +22,8 @@ from webapp.annotation.models import ControlToken
 from webapp.annotation.session import LiveSession
 from webapp.episodes.models import Episode, Step
 from webapp.episodes.services import episode_create
+from webapp.policies.models import PolicyVersion
 from webapp.rollouts.services import episode_run
-from webapp.training.models import PolicyVersion
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

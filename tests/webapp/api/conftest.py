@@ -21,8 +21,9 @@ from webapp.catalog.services import suite_get_or_create
 from webapp.datasets.models import Dataset, DatasetVersion
 from webapp.datasets.services import dataset_version_create
 from webapp.episodes.models import Episode
+from webapp.policies.models import PolicyVersion
 from webapp.reviews.services import review_assign
-from webapp.training.models import Checkpoint, MetricPoint, PolicyVersion, TrainingRun
+from webapp.training.models import Checkpoint, MetricPoint, TrainingRun
 
 
 @dataclass

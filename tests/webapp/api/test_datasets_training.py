@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.webapp.api.helpers import send
-from webapp.training.models import MetricPoint, PolicyVersion
+from webapp.policies.models import PolicyVersion
+from webapp.training.models import MetricPoint
 
 pytestmark = pytest.mark.django_db
 

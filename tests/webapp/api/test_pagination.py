@@ -9,7 +9,8 @@ from django.test.utils import CaptureQueriesContext
 from tests.factories import make_episode, make_task
 from tests.webapp.api.helpers import send
 from webapp.datasets.services import dataset_version_create
-from webapp.training.models import PolicyVersion, TrainingRun
+from webapp.policies.models import PolicyVersion
+from webapp.training.models import TrainingRun
 
 pytestmark = pytest.mark.django_db
 

@@ -98,7 +98,7 @@ ENDPOINTS = [
         needs="training.launch_training",
         body={},
     ),
-    Endpoint("GET", "/policies", RESEARCH, needs="training.view_policyversion"),
+    Endpoint("GET", "/policies", RESEARCH, needs="policies.view_policyversion"),
     Endpoint("GET", "/sandbox-hosts", RESEARCH, needs="sandboxes.view_sandboxhost"),
     Endpoint("GET", "/sandboxes", RESEARCH, needs="sandboxes.view_sandbox"),
     Endpoint("GET", "/dashboards/rollouts", RESEARCH, needs="episodes.view_all_episodes"),

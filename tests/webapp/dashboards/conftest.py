@@ -12,9 +12,9 @@ from tests.factories import make_episode
 from webapp.catalog.models import Task
 from webapp.episodes.models import Episode
 from webapp.episodes.services import episode_create, episode_finish, episode_start
+from webapp.policies.models import PolicyVersion
 from webapp.sandboxes.models import Sandbox, SandboxHost
 from webapp.sandboxes.services import host_heartbeat
-from webapp.training.models import PolicyVersion
 
 
 def ended(

@@ -13,8 +13,8 @@ from tests.webapp.api.helpers import bearer_client, send
 from tests.webapp.dashboards.conftest import ended, heartbeat
 from webapp.dashboards.services import health_sample_take
 from webapp.episodes.models import Episode
+from webapp.policies.models import PolicyVersion
 from webapp.sandboxes.models import Sandbox
-from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.django_db
 

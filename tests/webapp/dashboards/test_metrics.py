@@ -14,8 +14,8 @@ from tests.webapp.dashboards.conftest import ended, heartbeat
 from webapp.accounts.services import api_token_create, api_token_revoke
 from webapp.celery import QUEUES
 from webapp.datasets.models import FlywheelIteration
+from webapp.policies.models import PolicyVersion
 from webapp.reviews.services import review_assign, review_decide
-from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.django_db
 

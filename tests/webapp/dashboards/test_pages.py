@@ -12,9 +12,9 @@ from tests.webapp.dashboards.conftest import ended, heartbeat
 from tests.webapp.pages.html import count_testid, text
 from webapp.datasets.models import FlywheelIteration
 from webapp.episodes.models import Episode
+from webapp.policies.models import PolicyVersion
 from webapp.reviews.services import review_assign, review_decide
 from webapp.sandboxes.models import Sandbox
-from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.django_db
 

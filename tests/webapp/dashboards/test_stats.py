@@ -19,8 +19,8 @@ from webapp.dashboards.stats import (
     success_over_time,
 )
 from webapp.episodes.services import episode_abort, episode_create, episode_start
+from webapp.policies.models import PolicyVersion
 from webapp.reviews.services import review_assign, review_decide
-from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.django_db
 

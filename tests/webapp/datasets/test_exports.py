@@ -13,7 +13,7 @@ from django.core.files.storage import default_storage
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from tests.conftest import Personas
+from tests.conftest import Personas, Queued
 from tests.webapp.datasets.conftest import GOOD, build_episode, click
 from webapp.datasets import exports as ex
 from webapp.datasets.models import Dataset, DatasetExport, DatasetVersion
@@ -268,19 +268,15 @@ def test_files_are_served_only_from_inside_the_export(
 
 
 def test_an_export_started_while_the_broker_is_down_says_so(
-    sft_version: DatasetVersion, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks
+    sft_version: DatasetVersion, queued: Queued, django_capture_on_commit_callbacks
 ) -> None:
-    from webapp.datasets import tasks
-
-    def down(*args: object, **kwargs: object) -> None:
-        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
-
-    monkeypatch.setattr(tasks.dataset_export_task, "delay", down)
+    queued.down = ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
     with django_capture_on_commit_callbacks(execute=True):
         export = ex.export_create(version=sft_version, kind="sft", fmt="jsonl")
     export.refresh_from_db()
     assert export.status == "failed" and "task queue is unavailable" in export.error
     # Nothing stays pending: the next attempt may start at once.
+    queued.down = None
     assert ex.export_create(version=sft_version, kind="sft", fmt="jsonl").status == "pending"
 
 

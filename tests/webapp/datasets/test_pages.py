@@ -128,8 +128,8 @@ def test_the_diff_page_shows_what_changed(client_for, two_rounds) -> None:  # ty
 def test_the_version_page_names_who_and_what_its_lineage_records(client_for, personas: Personas) -> None:  # type: ignore[no-untyped-def]
     """Lineage keeps ids; the page shows names and counts (once it showed "Annotators: 2", an id)."""
     from webapp.episodes.models import Episode
+    from webapp.policies.models import PolicyVersion
     from webapp.reviews.services import review_assign
-    from webapp.training.models import PolicyVersion
 
     policy = PolicyVersion.objects.create(name="ui-tars-round-3", backend="noop")
     demo = build_episode(steps=GOOD, reward=1.0, annotator=personas.annotator)

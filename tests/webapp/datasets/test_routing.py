@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import Personas
+from tests.conftest import Personas, Queued
 from tests.factories import make_task
 from tests.webapp.datasets.conftest import GOOD, LOOP, build_episode, click
 from webapp.catalog.models import TaskSuite
@@ -149,15 +149,11 @@ def test_a_round_with_no_episodes_writes_empty_versions() -> None:
 
 
 def test_a_round_asked_for_while_the_broker_is_down_is_not_left_claimed(
-    monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks
+    queued: Queued, django_capture_on_commit_callbacks
 ) -> None:
-    from webapp.datasets import tasks
     from webapp.datasets.routing import round_enqueue
 
-    def down(*args: object, **kwargs: object) -> None:
-        raise ConnectionError("Connection refused")
-
-    monkeypatch.setattr(tasks.flywheel_round_task, "delay", down)
+    queued.down = ConnectionError("Connection refused")
     with (
         pytest.raises(RoundError, match="task queue is unavailable"),
         django_capture_on_commit_callbacks(execute=True),

@@ -11,9 +11,9 @@ from django.utils import timezone
 from tests.factories import make_episode, make_task
 from webapp.catalog.models import Task
 from webapp.episodes.models import Episode, Step
+from webapp.policies.models import PolicyVersion
 from webapp.reviews.models import Review
 from webapp.sandboxes.models import Lease, Sandbox, SandboxHost
-from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.django_db
 

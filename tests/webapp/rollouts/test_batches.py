@@ -1,6 +1,6 @@
 """Rollout batches: creation rules, rollout-wise enqueueing, idempotent claims, the reaper and re-runs.
 
-Celery is replaced at one boundary (what `episode_rollout.delay` is asked to enqueue); the real
+Celery is replaced at one boundary (what services enqueue by name, webapp.common.queue); the real
 worker path is covered by test_rollouts_real.py.
 """
 
@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from tests.factories import make_task
 from webapp.catalog.services import suite_get_or_create
+from webapp.common.queue import EPISODE_ROLLOUT
 from webapp.episodes.models import Episode
-from webapp.rollouts import tasks as rollout_tasks
+from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.selectors import batch_progress, batch_task_table
 from webapp.rollouts.services import (
@@ -27,7 +28,6 @@ from webapp.rollouts.services import (
     episode_run,
     rollouts_reap,
 )
-from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,15 +39,28 @@ SPEC = {
 }
 
 
+class _Sent(list[int]):
+    """Episode ids queued now; `later` holds the arguments queued again with a countdown."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.later: list[tuple[int, ...]] = []
+
+
 @pytest.fixture
 def enqueued(monkeypatch):
-    sent: list[int] = []
+    sent = _Sent()
 
-    def delay(episode_id):
-        json.dumps([episode_id])  # arguments must survive Celery's JSON serializer
-        sent.append(episode_id)
+    def send(name, args, countdown):
+        assert name == EPISODE_ROLLOUT, name
+        json.dumps(list(args))  # arguments must survive Celery's JSON serializer
+        if countdown is None:  # queued now; a countdown is a re-run later (see `later`)
+            sent.append(args[0])
+        else:
+            sent.later.append(args)
+        return "task-id"
 
-    monkeypatch.setattr(rollout_tasks.episode_rollout, "delay", delay)
+    monkeypatch.setattr("webapp.common.queue._send", send)
     return sent
 
 
@@ -203,16 +216,12 @@ def test_cancel_drops_pending_and_finishes_batch(suite, oracle_policy, personas,
 
 @override_settings(SANDBOX_HOST_TOKEN="t" * 20)
 def test_no_free_sandbox_gives_the_episode_back_instead_of_failing_it(
-    suite, oracle_policy, personas, enqueued, monkeypatch
+    suite, oracle_policy, personas, enqueued
 ):
-    later = []
-    monkeypatch.setattr(
-        rollout_tasks.episode_rollout, "apply_async", lambda args, countdown: later.append(args)
-    )
     batch_create(suite=suite, policy_version=oracle_policy, episodes_per_task=1, concurrency=1,
                  created_by=personas.researcher)  # fmt: skip
     episode = episode_run(episode_id=enqueued[0], worker="w1")
     assert episode is not None
     episode.refresh_from_db()
     assert episode.status == "pending" and not episode.env_error and episode.queued_at is not None
-    assert later == [(episode.pk,)]
+    assert enqueued.later == [(episode.pk,)]

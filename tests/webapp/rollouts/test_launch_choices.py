@@ -1,5 +1,5 @@
 """Launching a rollout batch on some tasks of a suite and on chosen seeds, from the page and the API;
-a bad choice is refused naming the field. Celery is replaced at `episode_rollout.delay`."""
+a bad choice is refused naming the field. Celery is replaced at its boundary (webapp.common.queue)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from tests.factories import make_task
 from tests.webapp.api.helpers import bearer_client
 from webapp.catalog.services import suite_get_or_create
 from webapp.episodes.models import Episode
-from webapp.rollouts import tasks as rollout_tasks
+from webapp.policies.models import PolicyVersion
 from webapp.rollouts.launch import batch_seeds, seeds_parse
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.services import RolloutError, batch_create
-from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,8 +28,7 @@ API = "/api/v1/rollout-batches"
 
 
 @pytest.fixture
-def world(monkeypatch):
-    monkeypatch.setattr(rollout_tasks.episode_rollout, "delay", lambda episode_id: None)
+def world(queued):
     suite = suite_get_or_create(slug="mix", name="Mix")
     for slug in ("mix/click-a", "mix/click-b", "mix/type-a", "mix/draft"):
         task = make_task(slug=slug, spec={**SPEC, "id": slug}, platform="desktop", env_profile="desktop")

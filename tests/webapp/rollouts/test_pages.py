@@ -7,10 +7,10 @@ from django.urls import reverse
 
 from tests.factories import make_task
 from webapp.catalog.services import suite_get_or_create
+from webapp.common.queue import EPISODE_ROLLOUT
 from webapp.episodes.models import Episode
-from webapp.rollouts import tasks as rollout_tasks
+from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch
-from webapp.training.models import PolicyVersion
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SPEC = {
@@ -22,15 +22,13 @@ SPEC = {
 
 
 @pytest.fixture
-def setup(monkeypatch):
-    sent: list[int] = []
-    monkeypatch.setattr(rollout_tasks.episode_rollout, "delay", sent.append)
+def setup(queued):
     suite = suite_get_or_create(slug="pages", name="Pages")
     task = make_task(slug="p/t", spec=SPEC, platform="desktop", env_profile="desktop")
     task.suites.add(suite)
     suite.tasks.update(is_published=True)
     policy = PolicyVersion.objects.create(name="oracle-p", backend="oracle")
-    return suite, policy, sent
+    return suite, policy, queued
 
 
 def form(suite, policy, **over):
@@ -53,7 +51,7 @@ def test_researcher_launches_a_batch_and_follows_it(setup, client_for):
     batch = RolloutBatch.objects.get()
     assert resp.status_code == 302 and resp["Location"] == reverse("rollouts:batch_detail", args=[batch.pk])
     assert batch.name == "first try" and batch.config == {"history_images": 3}
-    assert Episode.objects.filter(batch=batch).count() == 3 and len(sent) == 2
+    assert Episode.objects.filter(batch=batch).count() == 3 and len(sent.of(EPISODE_ROLLOUT)) == 2
     detail = client.get(resp["Location"])
     assert b"0 / 3 done" in detail.content and b"p/t" in detail.content
     # The poll answers the fragment, and 286 (stop polling) once the batch is over.

@@ -25,12 +25,12 @@ from webapp.catalog.models import Task
 from webapp.catalog.services import suite_get_or_create, suite_load, task_create
 from webapp.celery import app
 from webapp.episodes.models import Episode, Step
+from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.selectors import batch_progress
 from webapp.rollouts.services import batch_create, rollouts_reap
 from webapp.rollouts.verification import task_verify, verification_request
 from webapp.sandboxes.models import Sandbox
-from webapp.training.models import PolicyVersion
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -14,6 +14,7 @@ from django.urls import reverse
 from agent_core.suites.miniwob import task_doc
 from tests.factories import make_task
 from webapp.catalog.models import Task
+from webapp.common.queue import TASK_VERIFY
 from webapp.rollouts import tasks as rollout_tasks
 from webapp.rollouts import verification
 from webapp.rollouts.verification import VerificationDeferred, task_verify
@@ -75,10 +76,8 @@ def test_a_failed_check_says_why():
 
 
 def test_tasks_pages_show_why_a_check_failed_and_permitted_users_recheck(
-    client_for, monkeypatch, django_capture_on_commit_callbacks
+    client_for, queued, django_capture_on_commit_callbacks
 ):
-    sent: list[tuple[int, int]] = []
-    monkeypatch.setattr(rollout_tasks.task_verify_run, "delay", lambda *a: sent.append(a))
     task = miniwob_task()
     task.verification = {
         "status": "waiting",
@@ -92,11 +91,11 @@ def test_tasks_pages_show_why_a_check_failed_and_permitted_users_recheck(
         assert 'data-testid="recheck"' not in annotator
         assert 'data-testid="recheck"' in client_for("researcher").get(page).content.decode()
     recheck = reverse("rollouts:task_recheck", args=[task.pk])
-    assert client_for("annotator").post(recheck).status_code == 403 and sent == []
+    assert client_for("annotator").post(recheck).status_code == 403 and queued.of(TASK_VERIFY) == []
     with django_capture_on_commit_callbacks(execute=True):
         resp = client_for("researcher").post(recheck, {"next": reverse("catalog:task_list") + "?published=0"})
     assert resp.status_code == 302 and resp["Location"] == reverse("catalog:task_list") + "?published=0"
-    assert sent == [(task.pk, 2)]
+    assert queued.of(TASK_VERIFY) == [(task.pk, 2)]
     task.refresh_from_db()
     assert task.verification_status == "queued" and task.verification_reason == ""
     # Somewhere else is not where a re-check sends anyone.
@@ -109,10 +108,8 @@ def test_tasks_pages_show_why_a_check_failed_and_permitted_users_recheck(
 
 
 def test_tasks_verify_unverified_hands_over_every_task_without_a_verdict(
-    monkeypatch, capsys, django_capture_on_commit_callbacks
+    queued, capsys, django_capture_on_commit_callbacks
 ):
-    sent: list[tuple[int, int]] = []
-    monkeypatch.setattr(rollout_tasks.task_verify_run, "delay", lambda *a: sent.append(a))
     states = {
         "unchecked": {},
         "waiting": {"status": "waiting", "reason": "no sandbox"},
@@ -127,6 +124,7 @@ def test_tasks_verify_unverified_hands_over_every_task_without_a_verdict(
         Task.objects.filter(pk=tasks[name].pk).update(verification=state)
     with django_capture_on_commit_callbacks(execute=True):
         call_command("tasks_verify", "--unverified", "--enqueue", "--runs", "1")
-    assert sorted(sent) == sorted((tasks[n].pk, 1) for n in ("unchecked", "waiting", "running"))
+    want = sorted((tasks[n].pk, 1) for n in ("unchecked", "waiting", "running"))
+    assert sorted(queued.of(TASK_VERIFY)) == want
     assert Task.objects.get(pk=tasks["waiting"].pk).verification_status == "queued"
     assert "enqueued 3 verifications" in capsys.readouterr().out

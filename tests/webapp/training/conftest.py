@@ -21,7 +21,8 @@ from webapp.catalog.models import TaskSuite
 from webapp.catalog.services import suite_get_or_create
 from webapp.datasets.models import Dataset, DatasetVersion
 from webapp.datasets.services import dataset_version_create
-from webapp.training.models import PolicyVersion, TrainingRun
+from webapp.policies.models import PolicyVersion
+from webapp.training.models import TrainingRun
 from webapp.training.services import training_run_launch
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from agent_core.training.runner import TrainingError
 from webapp.celery import app
+from webapp.common.queue import TRAINING_RUN
 from webapp.training import services, tasks
 from webapp.training.hooks import RunHooks, RunLost
 from webapp.training.models import MetricPoint, TrainingRun
@@ -203,7 +204,7 @@ def _silent(run: TrainingRun, attempts: int) -> None:
 
 @override_settings(TRAINING_STALE_S=10)
 def test_reaper_queues_a_silent_run_again_and_it_resumes_from_its_checkpoint(
-    launch, fake_runner, monkeypatch, django_capture_on_commit_callbacks
+    launch, fake_runner, queued, django_capture_on_commit_callbacks
 ):
     run = launch(config={"max_steps": 8, "checkpoint_every": 2})
     fake_runner.on_step = lambda step: step == 5 and _raise_kill()
@@ -214,11 +215,10 @@ def test_reaper_queues_a_silent_run_again_and_it_resumes_from_its_checkpoint(
     _silent(run, attempts=1)
     pending = TrainingRun.objects.create(name="waits", algorithm="sft", created_by=run.created_by)
 
-    queued: list[int] = []
-    monkeypatch.setattr(tasks.training_run_task, "delay", lambda run_id: queued.append(run_id) or _Result())
+    del queued[:]
     with django_capture_on_commit_callbacks(execute=True):
         assert training_runs_reap() == {"requeued": 1, "failed": 0, "stopped": 0}
-    assert queued == [run.pk]
+    assert queued.of(TRAINING_RUN) == [(run.pk,)]
     run.refresh_from_db()
     pending.refresh_from_db()
     assert (run.status, run.heartbeat_at, pending.status) == ("pending", None, "pending")
@@ -240,17 +240,14 @@ def _raise_kill() -> None:
     raise _Killed()
 
 
-class _Result:
-    id = "t"
-
-
 @override_settings(TRAINING_STALE_S=10)
-def test_reaper_fails_a_run_after_three_attempts(launch, monkeypatch, django_capture_on_commit_callbacks):
+def test_reaper_fails_a_run_after_three_attempts(launch, queued, django_capture_on_commit_callbacks):
     run = launch()
     _silent(run, attempts=MAX_ATTEMPTS)
-    monkeypatch.setattr(tasks.training_run_task, "delay", lambda run_id: pytest.fail("must not queue"))
+    del queued[:]
     with django_capture_on_commit_callbacks(execute=True):
         assert training_runs_reap() == {"requeued": 0, "failed": 1, "stopped": 0}
+    assert not queued.of(TRAINING_RUN)
     run.refresh_from_db()
     assert run.status == "failed" and run.finished_at is not None
     assert (
@@ -259,12 +256,14 @@ def test_reaper_fails_a_run_after_three_attempts(launch, monkeypatch, django_cap
 
 
 @override_settings(TRAINING_STALE_S=10)
-def test_reaper_stops_a_silent_run_that_was_asked_to_stop(launch, monkeypatch):
+def test_reaper_stops_a_silent_run_that_was_asked_to_stop(launch, queued, django_capture_on_commit_callbacks):
     run = launch()
     _silent(run, attempts=1)
     TrainingRun.objects.filter(pk=run.pk).update(stop_requested=True)
-    monkeypatch.setattr(tasks.training_run_task, "delay", lambda run_id: pytest.fail("must not queue"))
-    assert training_runs_reap() == {"requeued": 0, "failed": 0, "stopped": 1}
+    del queued[:]
+    with django_capture_on_commit_callbacks(execute=True):
+        assert training_runs_reap() == {"requeued": 0, "failed": 0, "stopped": 1}
+    assert not queued.of(TRAINING_RUN)
     run.refresh_from_db()
     assert run.status == "stopped" and run.finished_at is not None
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from django.urls import reverse
 
 from tests.webapp.api.helpers import bearer_client, send
 from tests.webapp.pages.html import text
-from webapp.training import tasks
-from webapp.training.models import PolicyVersion, TrainingRun
+from webapp.common.queue import TRAINING_RUN
+from webapp.policies.models import PolicyVersion
+from webapp.training.models import TrainingRun
 from webapp.training.services import TrainingRunError, training_run_launch
 
 pytestmark = pytest.mark.django_db
@@ -92,30 +91,20 @@ def test_rl_needs_a_suite_with_published_tasks_and_names_a_bad_task(launch, suit
 
 
 def test_launch_creates_a_pending_run_with_defaults_and_queues_it_after_commit(
-    launch, sft_version, monkeypatch, django_capture_on_commit_callbacks
+    launch, sft_version, queued, django_capture_on_commit_callbacks
 ):
-    queued = []
-    monkeypatch.setattr(tasks.training_run_task, "delay", lambda run_id: queued.append(run_id) or _Result())
     with django_capture_on_commit_callbacks(execute=True):
         run = launch(config={"lr": "0.01"})
     run.refresh_from_db()
-    assert queued == [run.pk]
-    assert json.loads(json.dumps(queued)) == queued  # task arguments survive the JSON serializer
+    assert queued.of(TRAINING_RUN) == [(run.pk,)]  # the fixture checks they survive the JSON serializer
     assert (run.status, run.dataset_version, run.step, run.attempts) == ("pending", sft_version, 0, 0)
     assert run.config["lr"] == 0.01 and run.config["epochs"] == 3.0  # coerced, defaults filled in
     assert (run.out_dir, run.log_file) == (f"training/run-{run.pk}", f"training/run-{run.pk}/run.log")
     assert run.celery_task_id == "task-1"
 
 
-class _Result:
-    id = "task-1"
-
-
-def test_broker_down_fails_the_run_saying_so(launch, monkeypatch, django_capture_on_commit_callbacks):
-    def down(run_id):
-        raise ConnectionError("redis is down")
-
-    monkeypatch.setattr(tasks.training_run_task, "delay", down)
+def test_broker_down_fails_the_run_saying_so(launch, queued, django_capture_on_commit_callbacks):
+    queued.down = ConnectionError("redis is down")
     with django_capture_on_commit_callbacks(execute=True):
         run = launch()
     run.refresh_from_db()

@@ -20,9 +20,11 @@ from safetensors.torch import load_file  # noqa: E402
 from tests.agent_core.rl.test_interpolate import mergeable_models  # noqa: E402
 from tests.conftest import Personas  # noqa: E402
 from tests.webapp.api.helpers import bearer_client, send  # noqa: E402
-from webapp.rollouts.policies import policy_for  # noqa: E402
+from webapp.common.queue import POLICY_MERGE  # noqa: E402
+from webapp.policies.models import PolicyVersion
+from webapp.policies.runtime import policy_for  # noqa: E402
 from webapp.training.merging import policy_merge_execute  # noqa: E402
-from webapp.training.models import PolicyMerge, PolicyVersion  # noqa: E402
+from webapp.training.models import PolicyMerge  # noqa: E402
 
 pytestmark = pytest.mark.django_db
 
@@ -54,18 +56,17 @@ def post(user: Any, body: dict[str, Any]) -> Any:
 
 
 def test_a_merge_makes_a_local_policy_of_the_weighted_average(
+    queued: Any,
     personas: Personas, policies: dict[str, PolicyVersion], models: dict[str, Path], tmp_path: Path,
     django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    queued: list[int] = []
-    monkeypatch.setattr("webapp.training.tasks.policy_merge_task.delay", queued.append)
     with override_settings(VAR_DIR=tmp_path), django_capture_on_commit_callbacks(execute=True):
         r = post(personas.admin, {"sources": [{"policy": "sft-a", "weight": 0.25},
                                               {"policy": policies["b"].pk, "weight": 0.75}]})  # fmt: skip
     assert r.status_code == 202, r.content
     body = r.json()
     assert (body["status"], body["policy"], body["name"]) == ("pending", None, "merge-sft-a-rl-b")
-    assert queued == [body["id"]]
+    assert queued.of(POLICY_MERGE) == [(body["id"],)]
 
     with override_settings(VAR_DIR=tmp_path):
         merge = policy_merge_execute(merge_id=body["id"])
@@ -151,10 +152,10 @@ def test_only_those_who_launch_training_merge(personas: Personas, policies: dict
 
 
 def test_a_merge_whose_source_went_away_fails_with_the_reason(
+    queued: Any,
     personas: Personas, policies: dict[str, PolicyVersion], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks: Any,
 ) -> None:  # fmt: skip
-    monkeypatch.setattr("webapp.training.tasks.policy_merge_task.delay", lambda merge_id: None)
     with override_settings(VAR_DIR=tmp_path), django_capture_on_commit_callbacks(execute=True):
         body = post(personas.admin, {"sources": [{"policy": "sft-a", "weight": 0.5},
                                                  {"policy": "rl-b", "weight": 0.5}]}).json()  # fmt: skip
@@ -167,13 +168,11 @@ def test_a_merge_whose_source_went_away_fails_with_the_reason(
 
 
 def test_a_broker_that_is_down_fails_the_merge_saying_so(
+    queued: Any,
     personas: Personas, policies: dict[str, PolicyVersion], monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks: Any,
 ) -> None:  # fmt: skip
-    def down(merge_id: int) -> None:
-        raise ConnectionError("redis is down")
-
-    monkeypatch.setattr("webapp.training.tasks.policy_merge_task.delay", down)
+    queued.down = ConnectionError("redis is down")
     with django_capture_on_commit_callbacks(execute=True):
         body = post(personas.admin, {"sources": [{"policy": "sft-a", "weight": 0.5},
                                                  {"policy": "rl-b", "weight": 0.5}]}).json()  # fmt: skip
@@ -185,12 +184,12 @@ def test_a_broker_that_is_down_fails_the_merge_saying_so(
 
 
 def test_the_training_page_merges_two_policies_and_lists_the_merge(
+    queued: Any,
     client_for: Any, policies: dict[str, PolicyVersion], monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks: Any,
 ) -> None:  # fmt: skip
     from django.urls import reverse
 
-    monkeypatch.setattr("webapp.training.tasks.policy_merge_task.delay", lambda merge_id: None)
     admin = client_for("admin")
     page = admin.get(reverse("training:run_list")).content.decode()
     assert 'data-testid="merge-form"' in page and "No merges yet." in page

@@ -8,7 +8,8 @@ from django.urls import reverse
 from tests.webapp.api.helpers import bearer_client, send
 from tests.webapp.pages.html import count_testid, text
 from tests.webapp.training.test_execution import run_task
-from webapp.training.models import Checkpoint, MetricPoint, PolicyVersion, TrainingRun
+from webapp.policies.models import PolicyVersion
+from webapp.training.models import Checkpoint, MetricPoint, TrainingRun
 from webapp.training.services import TrainingRunError, checkpoint_promote
 
 pytestmark = pytest.mark.django_db

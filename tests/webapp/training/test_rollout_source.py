@@ -2,7 +2,7 @@
 polled results as RL episodes; and the rollout settings a policy version carries (observation mode,
 model directory, per-episode step cap).
 
-Celery is replaced at one boundary (what `episode_rollout.delay` is asked to enqueue) and episodes are
+Celery is replaced at one boundary (what services enqueue by name, webapp.common.queue) and episodes are
 run "by hand" the way a worker records them; test_rollout_source_real.py goes through the real thing.
 """
 
@@ -24,13 +24,14 @@ from tests.conftest import Personas
 from tests.factories import PNG_1X1, make_task
 from webapp.catalog.models import TaskSuite
 from webapp.catalog.services import suite_get_or_create
+from webapp.common.queue import EPISODE_ROLLOUT
 from webapp.episodes.models import Episode
 from webapp.episodes.services import episode_finish, step_record
-from webapp.rollouts import tasks as rollout_tasks
+from webapp.policies.models import PolicyVersion
+from webapp.policies.runtime import observation_for, policy_for
 from webapp.rollouts.models import RolloutBatch
-from webapp.rollouts.policies import observation_for, policy_for
 from webapp.rollouts.services import _agent_config, _env_failure, batch_advance, batch_cancel
-from webapp.training.models import PolicyVersion, TrainingRun
+from webapp.training.models import TrainingRun
 from webapp.training.rollout_source import TRAINING_SEED_BASE, DBRolloutSource
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,15 +45,28 @@ SPEC = {
 }
 
 
+class _Sent(list[int]):
+    """Episode ids queued now; `later` holds the arguments queued again with a countdown."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.later: list[tuple[int, ...]] = []
+
+
 @pytest.fixture
 def enqueued(monkeypatch):
-    sent: list[int] = []
+    sent = _Sent()
 
-    def delay(episode_id):
-        json.dumps([episode_id])  # arguments must survive Celery's JSON serializer
-        sent.append(episode_id)
+    def send(name, args, countdown):
+        assert name == EPISODE_ROLLOUT, name
+        json.dumps(list(args))  # arguments must survive Celery's JSON serializer
+        if countdown is None:  # queued now; a countdown is a re-run later (see `later`)
+            sent.append(args[0])
+        else:
+            sent.later.append(args)
+        return "task-id"
 
-    monkeypatch.setattr(rollout_tasks.episode_rollout, "delay", delay)
+    monkeypatch.setattr("webapp.common.queue._send", send)
     return sent
 
 

@@ -30,9 +30,10 @@ from webapp.catalog.models import Task
 from webapp.catalog.services import suite_load
 from webapp.celery import app
 from webapp.episodes.models import Episode, Step
+from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch
 from webapp.sandboxes.models import Sandbox
-from webapp.training.models import PolicyVersion, TrainingRun
+from webapp.training.models import TrainingRun
 from webapp.training.rollout_source import DBRolloutSource
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -17,7 +17,8 @@ from django.test import override_settings
 
 from tests.procs import BIN, child_db_env, process, wait_for
 from webapp.celery import app
-from webapp.training.models import MetricPoint, PolicyVersion, TrainingRun
+from webapp.policies.models import PolicyVersion
+from webapp.training.models import MetricPoint, TrainingRun
 from webapp.training.selectors import run_log_tail
 from webapp.training.services import training_run_launch, training_runs_reap
 

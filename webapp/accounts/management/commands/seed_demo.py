@@ -28,7 +28,7 @@ from webapp.annotation.services import assignment_create
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_load
 from webapp.env import private_dir
-from webapp.training.models import PolicyVersion
+from webapp.policies.models import PolicyVersion
 
 DEMO_USERS = {
     "admin": [Role.ADMIN],

@@ -18,7 +18,7 @@ from django.utils.text import slugify
 
 from webapp.catalog.models import Task
 from webapp.episodes.models import Episode
-from webapp.training.models import PolicyVersion
+from webapp.policies.models import PolicyVersion
 
 RECORDED_INSTRUCTIONS = 5000
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from agent_core.policies.base import Policy, PolicyError, make_policy
 from sandbox_workers.agent_env import A11yMode
-from webapp.training.models import PolicyVersion
+from webapp.policies.models import PolicyVersion
 
 OBSERVATIONS: dict[str, A11yMode] = {"screenshot": False, "a11y": True, "elements": "elements"}
 ROLLOUT_KEYS = ("observation",)

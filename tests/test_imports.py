@@ -1,0 +1,134 @@
+"""No import circles: within each package, the modules' imports (deferred ones inside functions too)
+form no cycle. A deferred import only hides a circle from Python's loader, not from a reader.
+
+Services start background work by name (webapp.common.queue) rather than importing their own tasks,
+and the sandbox providers are found through sandbox_workers.registry rather than by `base`.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("agent_core", "sandbox_workers", "webapp")
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            mods[name] = path
+    return mods
+
+
+def _imported(mods: dict[str, Path], module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The project modules an import statement of `module` loads (the nearest module for a name)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            parts = module.split(".")
+            if mods[module].name != "__init__.py":
+                parts = parts[:-1]
+            parts = parts[: len(parts) - (node.level - 1)]
+            base = ".".join([*parts, base] if base else parts)
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+    found = []
+    for name in names:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        if name:
+            found.append(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = _modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for dep in _imported(mods, module, node):
+                    # A package importing its own submodules is how packages work, not a circle.
+                    if dep != module and not dep.startswith(module + "."):
+                        graph[module].add(dep)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_circle_and_only_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circle_in(package):
+    graph = {m: deps for m, deps in import_graph().items() if m.split(".")[0] == package}
+    found = cycles(graph)
+    assert not found, "import circles (each a set of modules that import one another):\n" + "\n".join(
+        " ↔ ".join(c) for c in found
+    )
+
+
+def test_every_task_a_service_enqueues_by_name_is_registered_and_routed():
+    from webapp.celery import app
+    from webapp.common.queue import ENQUEUED, enqueue
+
+    app.loader.import_default_modules()
+    for name in ENQUEUED:
+        assert name in app.tasks, f"{name} is enqueued by name but no such task is registered"
+        assert app.amqp.router.route({}, name)["queue"].name in {q.name for q in app.conf.task_queues}
+    with pytest.raises(ValueError, match="not a task services enqueue"):
+        enqueue("webapp.rollouts.tasks.no_such_task", 1)
