@@ -132,3 +132,51 @@ def test_every_task_a_service_enqueues_by_name_is_registered_and_routed():
         assert app.amqp.router.route({}, name)["queue"].name in {q.name for q in app.conf.task_queues}
     with pytest.raises(ValueError, match="not a task services enqueue"):
         enqueue("webapp.rollouts.tasks.no_such_task", 1)
+
+
+# The floors of webapp, ground first: an app imports only apps on its own floor or below, and no two
+# apps import each other. Each app's __init__ says what it owns, what it calls and who calls it.
+FLOORS = (
+    ("accounts", "common"),  # who is asking; shared web plumbing
+    ("policies", "catalog"),  # what an agent is; what a task is
+    ("episodes",),  # what happened: episodes, steps, task statistics
+    ("sandboxes",),  # where it happens: hosts, sandboxes, leases, live access
+    ("reviews", "annotation", "rollouts"),  # people and agents producing episodes
+    ("datasets",),  # episodes routed into versions, exports, flywheel rounds
+    ("training",),  # runs on dataset versions, checkpoints, merges
+    ("dashboards", "demo"),  # reading everything; seeding a demo
+)
+
+
+def app_graph() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for module, deps in import_graph().items():
+        parts = module.split(".")
+        if parts[0] != "webapp" or len(parts) < 2:
+            continue
+        for dep in deps:
+            dep_parts = dep.split(".")
+            if dep_parts[0] == "webapp" and len(dep_parts) > 1 and dep_parts[1] != parts[1]:
+                edges[parts[1]].add(dep_parts[1])
+    return edges
+
+
+def test_every_webapp_app_has_a_floor():
+    apps = {p.name for p in (ROOT / "webapp").iterdir() if (p / "__init__.py").exists()}
+    placed = {app for floor in FLOORS for app in floor}
+    assert apps == placed, f"apps without a floor: {apps - placed}; floors naming no app: {placed - apps}"
+
+
+def test_no_webapp_app_imports_a_floor_above_or_one_that_imports_it():
+    floor_of = {app: n for n, floor in enumerate(FLOORS) for app in floor}
+    edges = app_graph()
+    upward = sorted(
+        f"{a} (floor {floor_of[a]}) imports {b} (floor {floor_of[b]})"
+        for a, deps in edges.items()
+        for b in deps
+        if b in floor_of and a in floor_of and floor_of[b] > floor_of[a]
+    )
+    mutual = sorted(
+        {" ↔ ".join(sorted((a, b))) for a, deps in edges.items() for b in deps if a in edges.get(b, ())}
+    )
+    assert not upward and not mutual, "\n".join(upward + mutual)

@@ -32,7 +32,8 @@ app.conf.task_routes = {
     "webapp.training.tasks.policy_merge_task": {"queue": "datasets"},
     "webapp.training.tasks.*": {"queue": "training"},
     "webapp.sandboxes.tasks.*": {"queue": "sandboxes"},
-    "webapp.catalog.tasks.*": {"queue": "sandboxes"},
+    # Tasks' difficulty statistics: short upkeep, beside the reapers.
+    "webapp.episodes.tasks.task_stats_rollup": {"queue": "sandboxes"},
     "webapp.dashboards.tasks.*": {"queue": "sandboxes"},
     # A person is waiting for a demonstration's sandbox: a queue of its own, never busy with episodes.
     "webapp.annotation.tasks.*": {"queue": "interactive"},
@@ -50,7 +51,7 @@ app.conf.beat_schedule = {
     "reap-lost-rollouts": {"task": "webapp.rollouts.tasks.rollouts_reap", "schedule": 10.0},
     "reap-lost-demonstrations": {"task": "webapp.annotation.tasks.demos_reap_task", "schedule": 30.0},
     "reap-lost-exports": {"task": "webapp.datasets.tasks.exports_reap_task", "schedule": 60.0},
-    "roll-up-task-stats": {"task": "webapp.catalog.tasks.task_stats_rollup", "schedule": 60.0},
+    "roll-up-task-stats": {"task": "webapp.episodes.tasks.task_stats_rollup", "schedule": 60.0},
     "sample-env-health": {"task": "webapp.dashboards.tasks.health_sample", "schedule": 30.0},
     "reap-lost-training-runs": {"task": "webapp.training.tasks.training_runs_reap", "schedule": 30.0},
 }

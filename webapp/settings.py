@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "webapp.datasets",
     "webapp.training",
     "webapp.dashboards",
+    "webapp.demo",
 ]
 
 MIDDLEWARE = [

@@ -1,4 +1,4 @@
-"""Oracles of the MiniWoB++ suite (the single-page click and typing tasks; more in miniwob_oracles2).
+"""Oracles of the MiniWoB++ suite (the single-page click and typing tasks; more in miniwob_oracles_widgets).
 
 Each oracle reads the page through the privileged `dom` call (visible elements with their screen
 centres) and the task's utterance, and answers with screen-coordinate actions only: it never runs

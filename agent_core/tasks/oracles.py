@@ -57,7 +57,7 @@ _ORACLES: dict[str, Oracle] = {}
 # Modules whose import registers the suites' oracles.
 ORACLE_MODULES = (
     "agent_core.suites.miniwob_oracles",
-    "agent_core.suites.miniwob_oracles2",
+    "agent_core.suites.miniwob_oracles_widgets",
     "agent_core.suites.desktop_oracles",
 )
 

@@ -10,9 +10,9 @@ from playwright.sync_api import Page, expect
 from tests.conftest import Personas
 from tests.e2e.conftest import OpenAs
 from tests.webapp.annotation.test_control_panel import live_on_a_sandbox
-from webapp.annotation.control import control_assign
 from webapp.episodes.models import Episode
 from webapp.episodes.services import episode_finish
+from webapp.sandboxes.control import control_assign
 
 pytestmark = pytest.mark.slow
 

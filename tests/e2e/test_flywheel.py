@@ -28,7 +28,6 @@ from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN
 from tests.webapp.annotation.conftest import note_reads, note_task
 from tests.webapp.annotation.test_demo_real import keys
-from webapp.annotation.control import control_held_by
 from webapp.annotation.services import demo_start
 from webapp.annotation.session import LiveSession
 from webapp.catalog.models import Task
@@ -40,6 +39,7 @@ from webapp.episodes.models import Episode
 from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.services import batch_create
+from webapp.sandboxes.control import control_held_by
 from webapp.sandboxes.models import Sandbox
 
 pytestmark = pytest.mark.slow

@@ -22,7 +22,14 @@ from agent_core.actions import ActionError
 from agent_core.env import EnvError
 from agent_core.recording import MAX_T
 from sandbox_workers.base import SandboxError
-from webapp.annotation.control import (
+from webapp.annotation.services import DemoError
+from webapp.annotation.session import LiveSession
+from webapp.common.live import episode_group
+from webapp.common.sockets import JsonSocketConsumer
+from webapp.episodes.models import Episode
+from webapp.episodes.selectors import episode_visible_to
+from webapp.sandboxes.consumers import sandbox_input_group
+from webapp.sandboxes.control import (
     ControlError,
     control_allowed,
     control_held_by,
@@ -31,13 +38,6 @@ from webapp.annotation.control import (
     control_request,
     control_state,
 )
-from webapp.annotation.services import DemoError
-from webapp.annotation.session import LiveSession
-from webapp.common.live import episode_group
-from webapp.common.sockets import JsonSocketConsumer
-from webapp.episodes.models import Episode
-from webapp.episodes.selectors import episode_visible_to
-from webapp.sandboxes.consumers import sandbox_input_group
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403

@@ -13,7 +13,6 @@ import contextlib
 import logging
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -27,8 +26,7 @@ from agent_core.tasks.spec import TaskSpecError, parse_task
 from sandbox_workers.agent_env import A11yMode, SandboxEnv
 from sandbox_workers.base import SandboxError
 from sandbox_workers.client import LeasedSandbox
-from webapp.annotation.control import control_assign, control_clear
-from webapp.annotation.models import Assignment, ControlToken
+from webapp.annotation.models import Assignment
 from webapp.catalog.models import Task
 from webapp.common.queue import DEMO_PREPARE, enqueue
 from webapp.common.text import MAX_NOTE, text_problem
@@ -39,11 +37,13 @@ from webapp.episodes.services import (
     episode_create,
     episode_finish,
     episode_start,
+    prepared_to_json,
     screen_of,
     step_record,
 )
 from webapp.policies.models import PolicyVersion
-from webapp.sandboxes.models import Lease
+from webapp.sandboxes.control import control_assign, control_clear
+from webapp.sandboxes.models import ControlToken, Lease
 from webapp.sandboxes.services import (
     SandboxUnavailable,
     host_client,
@@ -209,15 +209,6 @@ def _fail(episode: Episode, lease: Lease | None, message: str) -> None:
 
 
 # --- the prepared task, kept on the episode -----------------------------------------------------------
-
-
-def prepared_to_json(prepared: PreparedTask) -> dict[str, Any]:
-    return {
-        "seed": prepared.seed,
-        "params": dict(prepared.params),
-        "instruction": prepared.instruction,
-        "setup": dict(prepared.setup),
-    }
 
 
 def prepared_of(episode: Episode) -> PreparedTask:

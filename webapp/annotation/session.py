@@ -29,10 +29,10 @@ from agent_core.recording import Commit, EventMerger, Execute, MergeOp, RawEvent
 from agent_core.trajectory import StepRecord
 from sandbox_workers.agent_env import A11yMode, SandboxEnv
 from sandbox_workers.base import SandboxError
-from webapp.annotation.control import control_held_by
 from webapp.annotation.services import DemoError, demo_env, demo_renew, demo_submit, prepared_of
 from webapp.episodes.models import Actor, Episode, Source
 from webapp.episodes.services import step_record
+from webapp.sandboxes.control import control_held_by
 
 log = logging.getLogger(__name__)
 

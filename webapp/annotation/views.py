@@ -9,7 +9,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from webapp.accounts.access import page_requires
-from webapp.annotation.control import control_of, control_offered, control_state
 from webapp.annotation.models import Assignment
 from webapp.annotation.selectors import (
     annotators,
@@ -26,6 +25,7 @@ from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episode_visible_to, steps_of
 from webapp.policies.models import PolicyVersion
 from webapp.reviews.selectors import reviews_sent_back
+from webapp.sandboxes.control import control_of, control_offered, control_state
 
 
 def _int(value: str | None) -> int | None:

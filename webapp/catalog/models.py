@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
@@ -9,6 +11,20 @@ from django.db import models
 from django.db.models import F, Q
 
 from webapp.common.text import MAX_INSTRUCTION, MAX_NAME, text_problem
+
+_profile_sources: list[Callable[[], Iterable[str]]] = []
+
+
+def profiles_source_add(source: Callable[[], Iterable[str]]) -> None:
+    """Add where the sandbox profiles a task may name come from. The sandboxes app (a floor above,
+    which knows the hosts) adds its own when Django starts, so the catalog does not import it."""
+    if source not in _profile_sources:
+        _profile_sources.append(source)
+
+
+def profiles_known() -> list[str]:
+    """Every sandbox profile a task may name now (empty until a source is added)."""
+    return sorted({name for source in _profile_sources for name in source()})
 
 
 class Platform(models.TextChoices):
@@ -105,7 +121,6 @@ class Task(models.Model):
         """Refuse now what would only fail at rollout: a spec that does not parse, a profile no host
         serves, a spec that disagrees with the row, text too long or holding NUL (each names its field)."""
         from agent_core.tasks.spec import TaskSpecError, parse_task
-        from webapp.sandboxes.selectors import profiles_known
 
         errors: dict[str, str] = {}
         for name, limit in (("slug", 200), ("title", MAX_NAME), ("instruction", MAX_INSTRUCTION)):

@@ -7,10 +7,8 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Count, Q
 
 from webapp.catalog.models import Task, TaskSuite
-from webapp.episodes.models import Episode
 
 
 @transaction.atomic
@@ -71,23 +69,6 @@ def suite_get_or_create(*, slug: str, name: str, description: str = "") -> TaskS
     """The suite called `slug`, created if absent."""
     suite, _ = TaskSuite.objects.get_or_create(slug=slug, defaults={"name": name, "description": description})
     return suite
-
-
-def task_stats_refresh() -> int:
-    """Recompute every task's attempts and successes from finished, non-env_error episodes."""
-    rows = (
-        Episode.objects.filter(status=Episode.Status.FINISHED, env_error=False)
-        .values("task_id")
-        .annotate(n=Count("pk"), ok=Count("pk", filter=Q(reward__gte=1.0)))
-    )
-    stats = {row["task_id"]: (row["n"], row["ok"]) for row in rows}
-    changed = 0
-    for task in Task.objects.only("pk", "attempts", "successes"):
-        attempts, successes = stats.get(task.pk, (0, 0))
-        if (task.attempts, task.successes) != (attempts, successes):
-            Task.objects.filter(pk=task.pk).update(attempts=attempts, successes=successes)
-            changed += 1
-    return changed
 
 
 def suite_load(*, name: str) -> tuple[TaskSuite, int, int]:

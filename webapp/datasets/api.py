@@ -39,8 +39,7 @@ from webapp.datasets.selectors import (
     versions_diff,
     versions_of,
 )
-from webapp.datasets.services import DatasetError, VersionGone, training_run_pin, version_pin_resolve
-from webapp.training.models import TrainingRun
+from webapp.datasets.services import DatasetError, VersionGone
 
 router = Router(tags=["datasets"])
 
@@ -208,31 +207,6 @@ def dataset_versions_diff(request: HttpRequest, a: int, b: int) -> dict[str, Any
     """Episodes added, removed and re-judged going from version `a` to version `b`."""
     require_perm(request, "datasets.view_datasetversion")
     return versions_diff(a=_version_or_404(a), b=_version_or_404(b)).to_json()
-
-
-class PinIn(Schema):
-    pin: str = Field(..., description="<dataset>@v<number> or <dataset>@latest")
-    run: int | None = Field(None, description="A training run that has not started, to pin to the version")
-
-
-@router.post(
-    "/dataset-pins",
-    response={200: VersionDetailOut, 400: ErrorOut, 404: ErrorOut, 409: ErrorOut, 410: ErrorOut, **DENIED},
-)
-def dataset_pin(request: HttpRequest, body: PinIn) -> Any:
-    """Resolve a pin to a concrete version; with `run`, pin that training run to it."""
-    require_perm(request, "datasets.view_datasetversion")
-    try:
-        if body.run is None:
-            return version_pin_resolve(pin=body.pin)
-        require_perm(request, "training.change_trainingrun")
-        run = object_or_404(TrainingRun.objects.all(), body.run, "training run")
-        run = training_run_pin(run=run, pin=body.pin)
-        return run.dataset_version
-    except VersionGone as exc:
-        raise HttpError(410, str(exc))
-    except DatasetError as exc:
-        raise HttpError(409 if "already started" in str(exc) else 400, str(exc))
 
 
 # --- exports ----------------------------------------------------------------------------------------

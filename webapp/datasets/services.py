@@ -119,25 +119,9 @@ def version_pin_resolve(*, pin: str) -> DatasetVersion:
     return version
 
 
-def training_run_pin(*, run: Any, pin: str) -> Any:
-    """Pin a training run that has not started to the dataset version `pin` names."""
-    from webapp.training.models import TrainingRun
-
-    version = version_pin_resolve(pin=pin)
-    updated = TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.PENDING).update(
-        dataset_version=version
-    )
-    if updated != 1:
-        raise DatasetError(f"training run {run.pk} has already started; its data cannot change")
-    run.refresh_from_db()
-    return run
-
-
 @transaction.atomic
 def version_withdraw(*, version: DatasetVersion, by: AbstractBaseUser, reason: str) -> VersionWithdrawal:
     """Take a version out of use; refused while a training run that has not finished is pinned to it."""
-    from webapp.training.models import TrainingRun
-
     reason = (reason or "").strip()
     if not reason:
         raise DatasetError("say why the version is withdrawn")
@@ -146,9 +130,8 @@ def version_withdraw(*, version: DatasetVersion, by: AbstractBaseUser, reason: s
         raise DatasetError(f"the reason {problem}")
     if VersionWithdrawal.objects.filter(version=version).exists():
         raise DatasetError(f"{version} is already withdrawn")
-    busy = TrainingRun.objects.filter(
-        dataset_version=version, status__in=[TrainingRun.Status.PENDING, TrainingRun.Status.RUNNING]
-    ).values_list("pk", flat=True)
+    # Training (a floor above) pins runs to versions; read through the relation rather than import it.
+    busy = version.training_runs.filter(status__in=["pending", "running"]).values_list("pk", flat=True)
     if busy:
         runs = ", ".join(f"#{pk}" for pk in busy)
         raise DatasetError(f"{version} is pinned by training run(s) {runs} that have not finished")

@@ -1,4 +1,5 @@
-"""Writes for episodes and steps. Every persisted step is broadcast to the episode's live group."""
+"""Writes for episodes and steps (every persisted step is broadcast to the episode's live group), and the
+tasks' difficulty statistics they roll up to."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from agent_core.env import Obs
+from agent_core.tasks.runner import PreparedTask
 from webapp.catalog.models import Task
 from webapp.common.live import broadcast, episode_group
 from webapp.common.storage import blob_store
@@ -289,3 +292,30 @@ def _publish_status(episode: Episode) -> None:
     transaction.on_commit(
         lambda: broadcast(episode_group(episode.pk), "episode.status", payload), robust=True
     )
+
+
+def task_stats_refresh() -> int:
+    """Recompute every task's attempts and successes from finished, non-env_error episodes."""
+    rows = (
+        Episode.objects.filter(status=Episode.Status.FINISHED, env_error=False)
+        .values("task_id")
+        .annotate(n=Count("pk"), ok=Count("pk", filter=Q(reward__gte=1.0)))
+    )
+    stats = {row["task_id"]: (row["n"], row["ok"]) for row in rows}
+    changed = 0
+    for task in Task.objects.only("pk", "attempts", "successes"):
+        attempts, successes = stats.get(task.pk, (0, 0))
+        if (task.attempts, task.successes) != (attempts, successes):
+            Task.objects.filter(pk=task.pk).update(attempts=attempts, successes=successes)
+            changed += 1
+    return changed
+
+
+def prepared_to_json(prepared: PreparedTask) -> dict[str, Any]:
+    """What Episode.prepared keeps of a task prepared in its sandbox (seed, params, instruction, setup)."""
+    return {
+        "seed": prepared.seed,
+        "params": dict(prepared.params),
+        "instruction": prepared.instruction,
+        "setup": dict(prepared.setup),
+    }

@@ -30,17 +30,22 @@ from agent_core.tasks.spec import TaskSpecError, parse_task
 from agent_core.trajectory import EpisodeOutcome, StepRecord
 from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import SandboxError
-from webapp.annotation.control import control_agent_gate, control_assign, control_clear
-from webapp.annotation.models import ControlToken
-from webapp.annotation.services import prepared_to_json
 from webapp.catalog.models import Task, TaskSuite
 from webapp.common.queue import EPISODE_ROLLOUT, enqueue
 from webapp.episodes.models import Episode, Source
-from webapp.episodes.services import EpisodeStateError, episode_finish, screen_of, step_record
+from webapp.episodes.services import (
+    EpisodeStateError,
+    episode_finish,
+    prepared_to_json,
+    screen_of,
+    step_record,
+)
 from webapp.policies.models import PolicyVersion
 from webapp.policies.runtime import observation_for, policy_for
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.selectors import episode_memory
+from webapp.sandboxes.control import control_agent_gate, control_assign, control_clear
+from webapp.sandboxes.models import ControlToken
 from webapp.sandboxes.services import SandboxUnavailable, lease_end, sandbox_lease
 
 log = logging.getLogger(__name__)

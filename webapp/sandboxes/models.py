@@ -1,4 +1,4 @@
-"""Sandbox hosts, the sandboxes they run, and the leases that hand sandboxes out."""
+"""Sandbox hosts, the sandboxes they run, the leases that hand sandboxes out, and who controls each."""
 
 from __future__ import annotations
 
@@ -131,3 +131,41 @@ class Lease(models.Model):
     def is_expired(self, *, now: datetime) -> bool:
         """Whether an active lease has run past its expiry."""
         return self.state == self.State.ACTIVE and self.expires_at <= now
+
+
+class ControlToken(models.Model):
+    """The one right to drive a sandbox: held by an agent, a person, or nobody.
+
+    Input from anyone but the holder is refused; a rollout waits while a person holds it.
+    """
+
+    class Holder(models.TextChoices):
+        NOBODY = "", "Nobody"
+        AGENT = "agent", "Agent"
+        HUMAN = "human", "Human"
+
+    sandbox = models.OneToOneField("sandboxes.Sandbox", on_delete=models.CASCADE, related_name="control")
+    episode = models.ForeignKey(
+        "episodes.Episode", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    holder = models.CharField(max_length=8, choices=Holder.choices, blank=True, default="")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField(null=True, blank=True)
+    since = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "annotation_controltoken"  # made by the annotation app before control moved here
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(holder="human") | Q(user__isnull=False), name="control_human_has_user"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        who = self.user_id if self.holder == self.Holder.HUMAN else self.holder or "nobody"
+        return f"control of {self.sandbox_id}: {who}"

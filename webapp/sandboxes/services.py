@@ -240,19 +240,28 @@ def sandbox_lease(
                 external_id=leased.info.sandbox_id,
                 defaults={"provider": leased.info.provider, "profile": profile},
             )
-            Lease.objects.filter(sandbox=sandbox, state=Lease.State.ACTIVE).update(
-                state=Lease.State.RELEASED, ended_at=now
-            )
-            Sandbox.objects.filter(pk=sandbox.pk).update(state=Sandbox.State.LEASED)
-            lease = Lease.objects.create(
-                sandbox=sandbox,
-                external_id=leased.info.id,
-                holder=holder,
-                user=user,
-                acquired_at=now,
-                heartbeat_at=now,
-                expires_at=_epoch(leased.info.expires_at),
-            )
+            # The host may report this lease in a heartbeat before this transaction commits, and the
+            # heartbeat then records it too. Both write a sandbox's leases holding its row (the heartbeat's
+            # update_or_create, this update), so one waits for the other and then sees its lease: adopt it
+            # rather than insert a second active lease (a unique violation that failed the episode).
+            Sandbox.objects.filter(pk=sandbox.pk).update(state=Sandbox.State.LEASED)  # locks the row
+            lease = Lease.objects.filter(external_id=leased.info.id, state=Lease.State.ACTIVE).first()
+            if lease is not None:
+                lease.holder, lease.user = holder, user
+                lease.save(update_fields=["holder", "user"])
+            else:
+                Lease.objects.filter(sandbox=sandbox, state=Lease.State.ACTIVE).update(
+                    state=Lease.State.RELEASED, ended_at=now
+                )
+                lease = Lease.objects.create(
+                    sandbox=sandbox,
+                    external_id=leased.info.id,
+                    holder=holder,
+                    user=user,
+                    acquired_at=now,
+                    heartbeat_at=now,
+                    expires_at=_epoch(leased.info.expires_at),
+                )
         return lease, leased
     reason = "; ".join(tried) or "no live host serves this profile"
     raise SandboxUnavailable(f"no '{profile}' sandbox available: {reason}")

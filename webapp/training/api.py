@@ -12,6 +12,8 @@ from ninja.errors import HttpError
 
 from webapp.catalog.models import TaskSuite
 from webapp.common.api import ErrorOut, PageIn, api_enum, object_or_404, page_of, require_perm
+from webapp.datasets.api import VersionDetailOut
+from webapp.datasets.services import DatasetError, VersionGone, version_pin_resolve
 from webapp.policies.models import PolicyVersion
 from webapp.training.merging import policy_merge_request
 from webapp.training.models import Checkpoint, PolicyMerge, TrainingRun
@@ -30,6 +32,7 @@ from webapp.training.services import (
     TrainingRunError,
     checkpoint_promote,
     training_run_launch,
+    training_run_pin,
     training_run_resume,
     training_run_stop,
 )
@@ -442,3 +445,31 @@ def policy_merge_detail(request: HttpRequest, merge_id: int) -> PolicyMerge:
     """A merge: pending, running, succeeded (with its policy) or failed (with the reason)."""
     require_perm(request, "policies.view_policyversion")
     return object_or_404(PolicyMerge.objects.select_related("policy"), merge_id, "policy merge")
+
+
+# --- pinning a run to a dataset version (also resolves a pin alone) ----------------------------------
+
+
+class PinIn(Schema):
+    pin: str = Field(..., description="<dataset>@v<number> or <dataset>@latest")
+    run: int | None = Field(None, description="A training run that has not started, to pin to the version")
+
+
+@router.post(
+    "/dataset-pins",
+    response={200: VersionDetailOut, 400: ErrorOut, 404: ErrorOut, 409: ErrorOut, 410: ErrorOut, **DENIED},
+)
+def dataset_pin(request: HttpRequest, body: PinIn) -> Any:
+    """Resolve a pin to a concrete version; with `run`, pin that training run to it."""
+    require_perm(request, "datasets.view_datasetversion")
+    try:
+        if body.run is None:
+            return version_pin_resolve(pin=body.pin)
+        require_perm(request, "training.change_trainingrun")
+        run = object_or_404(TrainingRun.objects.all(), body.run, "training run")
+        run = training_run_pin(run=run, pin=body.pin)
+        return run.dataset_version
+    except VersionGone as exc:
+        raise HttpError(410, str(exc))
+    except DatasetError as exc:
+        raise HttpError(409 if "already started" in str(exc) else 400, str(exc))

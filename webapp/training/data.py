@@ -1,6 +1,6 @@
 """Training data from the database: recorded episodes back into the agent's own types.
 
-`steps_of` rebuilds an episode's StepRecords (screenshot and observation text read back from their
+`step_records_of` rebuilds an episode's StepRecords (screenshot and observation text read back from their
 files) so that `agent_core.training.episodes` can rebuild every prompt exactly as the agent loop
 built it; SFT examples of a dataset version apply the deciding review's labels and corrections, as
 the SFT export does. Episodes stream a chunk at a time, so memory stays bounded by the chunk.
@@ -94,7 +94,7 @@ def _ordered_steps(episode: Episode) -> list[Step]:
     return list(steps) if steps is not None else list(episode.steps.order_by("index"))
 
 
-def steps_of(episode: Episode) -> tuple[str, str, list[StepRecord]]:
+def step_records_of(episode: Episode) -> tuple[str, str, list[StepRecord]]:
     """(the instruction as the agent saw it, the task's platform, the episode's StepRecords).
 
     The platform is the task's (desktop, browser, android): `agent_core.training.episodes` maps it to
@@ -106,7 +106,7 @@ def steps_of(episode: Episode) -> tuple[str, str, list[StepRecord]]:
 
 
 def with_step_data(queryset: QuerySet[Episode]) -> QuerySet[Episode]:
-    """`queryset` with what steps_of and the review labels read, prefetched a chunk at a time."""
+    """`queryset` with what step_records_of and the review labels read, prefetched a chunk at a time."""
     return queryset.select_related("task", "policy_version", "annotator").prefetch_related(
         Prefetch("steps", queryset=Step.objects.order_by("index"), to_attr="ordered_steps"),
         *review_prefetches(),
@@ -158,7 +158,7 @@ def sft_examples_for(version: DatasetVersion, *, history_images: int) -> Iterato
     """Every SFT example of a dataset version's episodes (valid steps, reviews applied), streamed."""
     members = with_step_data(Episode.objects.filter(memberships__version=version).order_by("pk"))
     for episode in members.iterator(chunk_size=CHUNK):
-        instruction, platform, steps = steps_of(episode)
+        instruction, platform, steps = step_records_of(episode)
         examples = sft_examples(
             instruction, platform, steps, history_images=history_images, source=f"episode {episode.pk}"
         )
@@ -167,7 +167,7 @@ def sft_examples_for(version: DatasetVersion, *, history_images: int) -> Iterato
 
 def rl_episode_of(episode: Episode, *, policy_version: int, history_images: int) -> RLEpisode:
     """A finished rollout as an RL episode (turns that kept their token ids and logprobs)."""
-    instruction, platform, steps = steps_of(episode)
+    instruction, platform, steps = step_records_of(episode)
     return rl_episode(
         episode.task.slug,
         int(episode.seed),

@@ -494,3 +494,16 @@ def training_runs_reap() -> dict[str, int]:
             "training reaper: %d run(s) queued again, %d failed, %d stopped", requeued, failed, stopped
         )
     return {"requeued": requeued, "failed": failed, "stopped": stopped}
+
+
+def training_run_pin(*, run: TrainingRun, pin: str) -> TrainingRun:
+    """Pin a training run that has not started to the dataset version `pin` names (DatasetError if it
+    has started; VersionGone / DatasetError from the pin)."""
+    version = version_pin_resolve(pin=pin)
+    updated = TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.PENDING).update(
+        dataset_version=version
+    )
+    if updated != 1:
+        raise DatasetError(f"training run {run.pk} has already started; its data cannot change")
+    run.refresh_from_db()
+    return run

@@ -10,7 +10,8 @@ from django.db import connection
 
 from tests.conftest import Personas
 from tests.factories import make_episode
-from webapp.annotation.control import (
+from webapp.episodes.models import Episode
+from webapp.sandboxes.control import (
     ControlError,
     control_agent_gate,
     control_assign,
@@ -18,9 +19,7 @@ from webapp.annotation.control import (
     control_release,
     control_request,
 )
-from webapp.annotation.models import ControlToken
-from webapp.episodes.models import Episode
-from webapp.sandboxes.models import Sandbox, SandboxHost
+from webapp.sandboxes.models import ControlToken, Sandbox, SandboxHost
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from tests.conftest import PASSWORD, Personas
 from tests.factories import make_episode
 from tests.webapp.annotation.test_pages_and_socket import _talk, published_task
 from webapp.accounts.services import user_create
-from webapp.annotation.control import control_assign
 from webapp.episodes.models import Episode
 from webapp.episodes.services import episode_finish
+from webapp.sandboxes.control import control_assign
 from webapp.sandboxes.models import Sandbox, SandboxHost
 
 pytestmark = pytest.mark.django_db(transaction=True)

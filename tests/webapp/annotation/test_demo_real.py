@@ -11,12 +11,11 @@ from django.test import override_settings
 from tests.conftest import Personas
 from tests.sandbox_workers.hostproc import TOKEN
 from tests.webapp.annotation.conftest import note_reads, note_task
-from webapp.annotation.control import control_request
-from webapp.annotation.models import ControlToken
 from webapp.annotation.services import DemoError, demo_prepare, demo_start
 from webapp.annotation.session import LiveSession
 from webapp.episodes.models import Episode, Step
-from webapp.sandboxes.models import Lease
+from webapp.sandboxes.control import control_request
+from webapp.sandboxes.models import ControlToken, Lease
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

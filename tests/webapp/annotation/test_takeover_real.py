@@ -17,13 +17,13 @@ from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import TOKEN
 from tests.webapp.annotation.conftest import note_task
 from tests.webapp.annotation.test_demo_real import keys
-from webapp.annotation.control import ControlError, control_release, control_request
-from webapp.annotation.models import ControlToken
 from webapp.annotation.session import LiveSession
 from webapp.episodes.models import Episode, Step
 from webapp.episodes.services import episode_create
 from webapp.policies.models import PolicyVersion
 from webapp.rollouts.services import episode_run
+from webapp.sandboxes.control import ControlError, control_release, control_request
+from webapp.sandboxes.models import ControlToken
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

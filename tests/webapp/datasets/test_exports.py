@@ -22,11 +22,11 @@ from webapp.datasets.services import (
     DatasetError,
     VersionGone,
     dataset_version_create,
-    training_run_pin,
     version_pin_resolve,
     version_withdraw,
 )
 from webapp.training.models import TrainingRun
+from webapp.training.services import training_run_pin
 
 pytestmark = pytest.mark.django_db
 

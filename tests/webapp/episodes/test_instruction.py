@@ -14,7 +14,7 @@ from webapp.datasets.routing import trajectory_view
 from webapp.episodes.models import Episode
 from webapp.reviews.services import review_assign
 from webapp.rollouts.selectors import episode_memory
-from webapp.training.data import steps_of
+from webapp.training.data import step_records_of
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +57,7 @@ def test_api_export_and_training_prompt_use_the_instruction_given(
     listed = client_for("researcher").get("/api/v1/episodes").json()["items"]
     assert [e["instruction"] for e in listed if e["id"] == episode.pk] == [GIVEN]
     assert trajectory_view(episode=episode).instruction == GIVEN
-    assert steps_of(episode)[0] == GIVEN
+    assert step_records_of(episode)[0] == GIVEN
     assert [m.instruction for m in episode_memory(family="count")] == [GIVEN]
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from tests.factories import PNG_1X1, make_episode, make_task
 from webapp.catalog.models import Task
-from webapp.catalog.services import suite_get_or_create, task_stats_refresh
+from webapp.catalog.services import suite_get_or_create
 from webapp.datasets.models import Dataset, DatasetMembership, DatasetVersion, ImmutableVersionError
 from webapp.datasets.services import dataset_version_create
 from webapp.episodes.models import Episode
@@ -22,6 +22,7 @@ from webapp.episodes.services import (
     episode_finish,
     episode_start,
     step_record,
+    task_stats_refresh,
 )
 from webapp.reviews.models import Review
 from webapp.reviews.services import ReviewTransitionError, review_assign, review_transition

@@ -126,3 +126,86 @@ def test_a_lease_commits_while_a_heartbeat_of_its_host_is_in_flight(hosts):
         done.set()
         beat.join(10)
     assert lease.pk and waited < 3, f"the lease waited {waited:.1f} s on the heartbeat's lock"
+
+
+def test_a_lease_the_hosts_heartbeat_recorded_first_is_adopted_not_inserted_twice(hosts, personas):
+    """The host grants a lease and its next heartbeat, reporting it, lands before the web app records the
+    grant: the heartbeat records the lease, and the lease's own write must take that row over. It inserted
+    a second active lease for the sandbox instead: a unique violation that failed a rollout episode."""
+    host = hosts("quick", idle_row=False, frees=True)
+    granted = host.acquire
+
+    def acquire_then_heartbeat(profile, *, holder, ttl_s, wait_s):
+        leased = granted(profile, holder=holder, ttl_s=ttl_s, wait_s=wait_s)
+        now = timezone.now().timestamp()
+        services.host_heartbeat(report={
+            "name": "quick", "api_url": "http://127.0.0.1:9", "profiles": {"desktop": {}},
+            "sandboxes": [
+                {"id": "sb-quick", "provider": "xdesktop", "profile": "desktop", "state": "leased"}
+            ],
+            "leases": [{"id": "lease-quick", "sandbox_id": "sb-quick", "holder": holder, "acquired_at": now,
+                        "expires_at": now + ttl_s, "heartbeat_at": now}],
+        })  # fmt: skip
+        return leased
+
+    host.acquire = acquire_then_heartbeat
+    lease, _ = sandbox_lease(profile="desktop", holder="episode:7", user=personas.annotator, wait_s=5)
+    from webapp.sandboxes.models import Lease
+
+    active = Lease.objects.filter(sandbox__external_id="sb-quick", state="active")
+    assert list(active) == [lease] and lease.external_id == "lease-quick"
+    assert (lease.holder, lease.user) == ("episode:7", personas.annotator)
+    # One row for the one lease (it was recorded twice: the heartbeat's row released, a copy made).
+    assert Lease.objects.filter(external_id="lease-quick").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_written_while_a_heartbeat_recording_it_is_in_flight_is_adopted(hosts, personas):
+    """The same race with both in flight (PostgreSQL): the heartbeat has inserted the lease and not yet
+    committed when the lease's own write comes. The write inserted its copy, waited on the unique index
+    and failed with a unique violation; it now waits on the sandbox row and adopts the heartbeat's lease."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from webapp.sandboxes.models import Lease
+
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrent transactions on PostgreSQL")
+    host = hosts("racy", idle_row=False, frees=True)
+    recorded, done = threading.Event(), threading.Event()
+    now = timezone.now().timestamp()
+    report = {
+        "name": "racy", "api_url": "http://127.0.0.1:9", "profiles": {"desktop": {}},
+        "sandboxes": [{"id": "sb-racy", "provider": "xdesktop", "profile": "desktop", "state": "leased"}],
+        "leases": [{"id": "lease-racy", "sandbox_id": "sb-racy", "holder": "episode:8", "acquired_at": now,
+                    "expires_at": now + 300, "heartbeat_at": now}],
+    }  # fmt: skip
+
+    def heartbeat_in_flight() -> None:
+        try:
+            with transaction.atomic():
+                services.host_heartbeat(report=report)
+                recorded.set()
+                done.wait(3)  # still open: its rows are not committed yet
+        finally:
+            connection.close()
+
+    granted = host.acquire
+
+    def acquire_during_heartbeat(profile, *, holder, ttl_s, wait_s):
+        leased = granted(profile, holder=holder, ttl_s=ttl_s, wait_s=wait_s)
+        beat.start()
+        assert recorded.wait(10), "the heartbeat never ran"
+        threading.Timer(1.0, done.set).start()
+        return leased
+
+    beat = threading.Thread(target=heartbeat_in_flight)
+    host.acquire = acquire_during_heartbeat
+    try:
+        lease, _ = sandbox_lease(profile="desktop", holder="episode:8", user=personas.annotator, wait_s=5)
+    finally:
+        done.set()
+        beat.join(10)
+    assert lease.external_id == "lease-racy" and lease.user == personas.annotator
+    assert Lease.objects.filter(external_id="lease-racy").count() == 1

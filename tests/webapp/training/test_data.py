@@ -24,7 +24,7 @@ from webapp.episodes.models import Episode
 from webapp.episodes.services import episode_create, episode_finish, episode_start
 from webapp.reviews.services import review_assign, review_correct_step, review_decide, review_label_step
 from webapp.rollouts.services import _sink
-from webapp.training.data import DataError, rl_episode_of, sft_examples_for, steps_of
+from webapp.training.data import DataError, rl_episode_of, sft_examples_for, step_records_of
 
 pytestmark = pytest.mark.django_db
 
@@ -115,9 +115,9 @@ def rollout() -> tuple[Episode, ScriptedModel]:
     return episode, model
 
 
-def test_steps_of_gives_back_what_the_loop_recorded(rollout):
+def test_step_records_of_gives_back_what_the_loop_recorded(rollout):
     episode, model = rollout
-    instruction, platform, steps = steps_of(episode)
+    instruction, platform, steps = step_records_of(episode)
     assert instruction == "Click Next 0, then Next 2, then Next 3." and platform == "browser"
     assert [s.index for s in steps] == list(range(7))
     first = steps[0]
@@ -211,4 +211,4 @@ def test_a_missing_screenshot_file_is_a_data_error(rollout):
     episode, _ = rollout
     episode.steps.filter(index=2).update(screenshot="screens/00/00/missing.png")
     with pytest.raises(DataError, match="screenshot screens/00/00/missing.png"):
-        steps_of(episode)
+        step_records_of(episode)

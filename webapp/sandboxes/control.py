@@ -17,10 +17,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.annotation.models import ControlToken
 from webapp.common.live import broadcast, episode_group
 from webapp.episodes.models import Episode
-from webapp.sandboxes.models import Sandbox
+from webapp.sandboxes.models import ControlToken, Sandbox
 
 log = logging.getLogger(__name__)
 
