@@ -381,6 +381,7 @@ class VirtualClock:
     """
 
     TICK_S = 0.05
+    STOP_WAIT_S = 2.0
 
     def __init__(self, send: Callable[[str, dict[str, Any]], Awaitable[Any]]) -> None:
         self._send = send
@@ -396,11 +397,18 @@ class VirtualClock:
         self._expired.set()
 
     async def _stop_pacer(self) -> None:
+        """Cancel the pacer and wait for it, at most STOP_WAIT_S: a CDP call that Chromium does not answer
+        (a busy or dying page) must not hold up what comes next (a navigation waited 40 s here once)."""
         pacer, self._pacer = self._pacer, None
-        if pacer is not None and not pacer.done():
-            pacer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):  # a dead page ends its pacer
-                await pacer
+        if pacer is None or pacer.done():
+            return
+        pacer.cancel()
+        done, _ = await asyncio.wait({pacer}, timeout=self.STOP_WAIT_S)
+        if not done:  # it ends when its call returns or the page goes; nothing waits for it
+            log.warning(
+                "the virtual-time pacer did not stop within %.0f s; going on without it", self.STOP_WAIT_S
+            )
+            pacer.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def _budget(self, ms: float, timeout: float) -> bool:
         self._expired.clear()
