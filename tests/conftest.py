@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.test import Client
 
 from webapp.accounts.roles import Role
+from webapp.common.queue import EPISODE_ROLLOUT
 
 PASSWORD = "correct-horse-battery-staple"
 
@@ -91,6 +92,32 @@ def queued(monkeypatch: pytest.MonkeyPatch) -> Queued:
         sent.append((name, args))
         sent.countdowns.append(countdown)
         return f"task-{len(sent)}"
+
+    monkeypatch.setattr("webapp.common.queue._send", send)
+    return sent
+
+
+class EpisodesQueued(list[int]):
+    """Rollout episode ids queued now (`episode_rollout` only); `later` holds the arguments queued again
+    with a countdown (an episode given back to wait for a sandbox)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.later: list[tuple[int, ...]] = []
+
+
+@pytest.fixture
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> EpisodesQueued:
+    sent = EpisodesQueued()
+
+    def send(name: str, args: tuple[Any, ...], countdown: float | None) -> str:
+        assert name == EPISODE_ROLLOUT, name
+        json.dumps(list(args))  # arguments must survive Celery's JSON serializer
+        if countdown is None:  # queued now; a countdown is a re-run later (see `later`)
+            sent.append(args[0])
+        else:
+            sent.later.append(args)
+        return "task-id"
 
     monkeypatch.setattr("webapp.common.queue._send", send)
     return sent

@@ -6,7 +6,6 @@ worker path is covered by test_rollouts_real.py.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
@@ -15,7 +14,6 @@ from django.utils import timezone
 
 from tests.factories import make_task
 from webapp.catalog.services import suite_get_or_create
-from webapp.common.queue import EPISODE_ROLLOUT
 from webapp.episodes.models import Episode
 from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch
@@ -37,31 +35,6 @@ SPEC = {
     "platform": "desktop",
     "checker": {"checks": [{"probe": {"op": "answer"}, "metric": "exact_match", "expected": "hi"}]},
 }
-
-
-class _Sent(list[int]):
-    """Episode ids queued now; `later` holds the arguments queued again with a countdown."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.later: list[tuple[int, ...]] = []
-
-
-@pytest.fixture
-def enqueued(monkeypatch):
-    sent = _Sent()
-
-    def send(name, args, countdown):
-        assert name == EPISODE_ROLLOUT, name
-        json.dumps(list(args))  # arguments must survive Celery's JSON serializer
-        if countdown is None:  # queued now; a countdown is a re-run later (see `later`)
-            sent.append(args[0])
-        else:
-            sent.later.append(args)
-        return "task-id"
-
-    monkeypatch.setattr("webapp.common.queue._send", send)
-    return sent
 
 
 @pytest.fixture

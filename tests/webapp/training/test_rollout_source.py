@@ -9,7 +9,6 @@ run "by hand" the way a worker records them; test_rollout_source_real.py goes th
 from __future__ import annotations
 
 import io
-import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +23,6 @@ from tests.conftest import Personas
 from tests.factories import PNG_1X1, make_task
 from webapp.catalog.models import TaskSuite
 from webapp.catalog.services import suite_get_or_create
-from webapp.common.queue import EPISODE_ROLLOUT
 from webapp.episodes.models import Episode
 from webapp.episodes.services import episode_finish, step_record
 from webapp.policies.models import PolicyVersion
@@ -43,31 +41,6 @@ SPEC = {
     "limits": {"max_steps": 12},
     "checker": {"checks": [{"probe": {"op": "answer"}, "metric": "exact_match", "expected": "hi"}]},
 }
-
-
-class _Sent(list[int]):
-    """Episode ids queued now; `later` holds the arguments queued again with a countdown."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.later: list[tuple[int, ...]] = []
-
-
-@pytest.fixture
-def enqueued(monkeypatch):
-    sent = _Sent()
-
-    def send(name, args, countdown):
-        assert name == EPISODE_ROLLOUT, name
-        json.dumps(list(args))  # arguments must survive Celery's JSON serializer
-        if countdown is None:  # queued now; a countdown is a re-run later (see `later`)
-            sent.append(args[0])
-        else:
-            sent.later.append(args)
-        return "task-id"
-
-    monkeypatch.setattr("webapp.common.queue._send", send)
-    return sent
 
 
 @pytest.fixture
