@@ -281,13 +281,10 @@ def _acquire(
     client = host_client(host)
     try:
         return client.acquire(profile, holder=holder, ttl_s=ttl_s, wait_s=wait_s)
-    except HostUnreachable as exc:
+    except (HostUnreachable, HostUnavailable) as exc:
         client.close()
         tried.append(f"{host.name}: {exc}")
-    except HostUnavailable as exc:
-        client.close()
-        tried.append(f"{host.name}: {exc}")
-        if busy is not None:
+        if busy is not None and isinstance(exc, HostUnavailable):
             busy.append(host)
     return None
 
