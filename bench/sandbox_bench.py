@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 from agent_core.actions import Click, Type  # noqa: E402
 from sandbox_workers.base import Profile  # noqa: E402
-from sandbox_workers.pool import Pool, PoolConfig  # noqa: E402
+from sandbox_workers.pool import Pool  # noqa: E402
+from sandbox_workers.pool_upkeep import PoolConfig  # noqa: E402
 from sandbox_workers.providers.xdesktop import XDesktopProvider  # noqa: E402
 from sandbox_workers.stats import percentile  # noqa: E402
 

@@ -42,7 +42,7 @@ from sandbox_workers.base import (
     perform,
 )
 from sandbox_workers.heartbeat import heartbeat_forever
-from sandbox_workers.live import live_sockets_track, relay_screencast, relay_vnc
+from sandbox_workers.live.relay import live_sockets_track, relay_screencast, relay_vnc
 from sandbox_workers.pool import LeaseBroken, LeaseNotFound, Pool, SandboxUnavailable
 from sandbox_workers.profiles import load_pool_configs
 

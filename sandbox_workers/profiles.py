@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_workers.base import Profile, SandboxError
-from sandbox_workers.pool import PoolConfig
+from sandbox_workers.pool_upkeep import PoolConfig
 from sandbox_workers.registry import provider_class
 
 PROFILE_FIELDS = {"provider", "width", "height", "network", "memory_mb", "max_pids", "options"}

@@ -180,3 +180,57 @@ def test_no_webapp_app_imports_a_floor_above_or_one_that_imports_it():
         {" ↔ ".join(sorted((a, b))) for a, deps in edges.items() for b in deps if a in edges.get(b, ())}
     )
     assert not upward and not mutual, "\n".join(upward + mutual)
+
+
+# sandbox_workers stands on its ground and spreads two wings: the providers (and the confinement they
+# share) and the live views stand on the ground (base, registry, the pool, profiles, display, …); the
+# ground imports neither wing, and neither wing imports the other. The host and the local rollouts stand
+# above and put them together; nothing imports them. Each package's __init__ says what it owns, calls and
+# is called by.
+SANDBOX_WINGS = ("providers", "live")
+SANDBOX_TOP = ("host", "local_rollouts")
+
+
+def wing_violations(graph: dict[str, set[str]]) -> list[str]:
+    """The imports between parts of sandbox_workers that its ground, wings and top forbid."""
+    found = []
+    for module, deps in graph.items():
+        parts = module.split(".")
+        if parts[0] != "sandbox_workers" or len(parts) < 2:
+            continue
+        for dep in deps:
+            dep_parts = dep.split(".")
+            if dep_parts[0] != "sandbox_workers" or len(dep_parts) < 2 or dep_parts[1] == parts[1]:
+                continue
+            if dep_parts[1] in SANDBOX_TOP:
+                found.append(f"{module} imports {dep}, which stands on top (nothing imports it)")
+            elif dep_parts[1] in SANDBOX_WINGS and parts[1] not in SANDBOX_TOP:
+                where = "the wing " + parts[1] if parts[1] in SANDBOX_WINGS else "the ground"
+                found.append(f"{module} ({where}) imports {dep} (the wing {dep_parts[1]})")
+    return sorted(found)
+
+
+def test_the_wing_rule_finds_the_ground_or_a_wing_importing_a_wing():
+    graph = {
+        "sandbox_workers.base": {"sandbox_workers.providers.xdesktop.provider"},
+        "sandbox_workers.live.relay": {"sandbox_workers.providers.confine.bwrap", "sandbox_workers.pool"},
+        "sandbox_workers.providers.browser.session": {"sandbox_workers.display.cdp", "sandbox_workers.host"},
+        "sandbox_workers.host": {"sandbox_workers.live.relay", "sandbox_workers.pool"},
+        "sandbox_workers.providers.xdesktop.provider": {"sandbox_workers.providers.confine.bwrap"},
+    }
+    assert wing_violations(graph) == [
+        "sandbox_workers.base (the ground) imports sandbox_workers.providers.xdesktop.provider "
+        "(the wing providers)",
+        "sandbox_workers.live.relay (the wing live) imports sandbox_workers.providers.confine.bwrap "
+        "(the wing providers)",
+        "sandbox_workers.providers.browser.session imports sandbox_workers.host, which stands on top "
+        "(nothing imports it)",
+    ]
+
+
+def test_sandbox_workers_ground_imports_no_wing_and_no_wing_the_other():
+    for name in (*SANDBOX_WINGS, *SANDBOX_TOP):
+        path = ROOT / "sandbox_workers" / name
+        assert path.is_dir() or path.with_suffix(".py").exists(), f"no part {name} in sandbox_workers"
+    found = wing_violations(import_graph())
+    assert not found, "\n".join(found)

@@ -31,7 +31,8 @@ from sandbox_workers.base import (
     SandboxPathError,
     perform,
 )
-from sandbox_workers.providers.android import AndroidProvider, decode_raw_screencap, input_text_chunks
+from sandbox_workers.providers.android import AndroidProvider
+from sandbox_workers.providers.android.adb import decode_raw_screencap, input_text_chunks
 from sandbox_workers.registry import provider_class
 from tests.procs import wait_for
 from tests.sandbox_workers.fake_adb import FakeAdbServer, FakeDevice, decode_input_text

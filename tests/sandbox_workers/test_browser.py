@@ -38,7 +38,8 @@ from sandbox_workers.base import (
     Profile,
     SandboxPathError,
 )
-from sandbox_workers.providers.browser import BrowserProvider, InvalidParams
+from sandbox_workers.providers.browser import BrowserProvider
+from sandbox_workers.providers.browser.provider import InvalidParams
 from sandbox_workers.registry import provider_class
 from tests.procs import alive, wait_for, worker_slot
 
@@ -320,7 +321,7 @@ def test_a_fresh_page_that_does_not_open_gives_a_new_context(
 ) -> None:
     """If Chromium is too slow to open the fresh page a navigation off virtual time needs, a whole new
     context replaces the old one and the navigation still completes on the wall clock."""
-    import sandbox_workers.providers.browser as browser_mod
+    import sandbox_workers.providers.browser.session as browser_mod
 
     sb.call("goto", {"url": data_url(COUNTER)})
     sb.call("virtual_time", {"mode": "pause"})

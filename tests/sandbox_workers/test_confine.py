@@ -14,9 +14,9 @@ from typing import Any
 import psutil
 import pytest
 
-from sandbox_workers import confine
 from sandbox_workers.base import EnvError, ExecResult, Profile, SandboxPathError
-from sandbox_workers.confine import SandboxCgroup
+from sandbox_workers.providers.confine import bwrap, spawning, workspace
+from sandbox_workers.providers.confine.cgroups import SandboxCgroup
 from tests.procs import worker_slot
 from tests.sandbox_workers.conftest import reachable
 
@@ -28,7 +28,7 @@ class Box:
     """A confinement, its cgroup (when the host has them) and a netns holder, for one test."""
 
     def __init__(self, root: Path, slot: int, name: str, **profile: Any) -> None:
-        self.conf = confine.confinement_for(
+        self.conf = bwrap.confinement_for(
             Profile(name=name, provider="test", **profile), root, slot=worker_slot(slot), shared_tmp=True
         )
         self.cgroup = (
@@ -38,22 +38,22 @@ class Box:
             if SandboxCgroup.available()
             else None
         )
-        self.procs: list[confine.SandboxProcess] = []
+        self.procs: list[spawning.SandboxProcess] = []
         self.holder: int | None = None
 
     def join(self) -> int:
         if self.holder is None:
-            proc, self.holder = confine.start_netns_holder(self.conf, cgroup=self.cgroup)
+            proc, self.holder = spawning.start_netns_holder(self.conf, cgroup=self.cgroup)
             self.procs.append(proc)
         return self.holder
 
     def run(self, command: str, *, timeout: float = 20, join: bool = False, cap: int = 1 << 20) -> ExecResult:
-        proc = confine.spawn(
+        proc = spawning.spawn(
             self.conf, ["bash", "-c", command], cgroup=self.cgroup, join=self.join() if join else None,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         self.procs.append(proc)
-        return confine.collect_output(proc, timeout=timeout, output_cap=cap)
+        return spawning.collect_output(proc, timeout=timeout, output_cap=cap)
 
     def close(self) -> None:
         if self.cgroup is not None:
@@ -81,11 +81,11 @@ def confine_box(tmp_path: Path) -> Iterator[Callable[..., Box]]:
 
 
 def test_bwrap_argv_shape(tmp_path: Path) -> None:
-    conf = confine.Confinement(
+    conf = bwrap.Confinement(
         root=tmp_path, workspace=tmp_path / "home", uid=None, network=False, memory_mb=100, max_pids=10,
         binds=(("/srv/data", "/data", False),), env={"FOO": "bar"},
     )  # fmt: skip
-    argv = confine.bwrap_argv(conf, ["echo", "hi"], cwd="/home/user/x")
+    argv = bwrap.bwrap_argv(conf, ["echo", "hi"], cwd="/home/user/x")
     assert argv[:2] == ["bwrap", "--unshare-all"] and "--share-net" not in argv
     assert "--die-with-parent" not in argv and "--new-session" in argv and "--clearenv" in argv
     assert argv[-3:] == ["--", "echo", "hi"]
@@ -95,20 +95,18 @@ def test_bwrap_argv_shape(tmp_path: Path) -> None:
     assert "--setenv FOO bar" in joined and "--chdir /home/user/x" in joined and "--tmpfs /tmp" in joined
     for hidden in ("/root", "/work", "/opt", "/var/lib", "/home "):
         assert f"--bind {hidden}" not in joined and f"--ro-bind {hidden}" not in joined
-    assert "--share-net" in confine.bwrap_argv(
-        confine.Confinement(**{**conf.__dict__, "network": True}), ["x"]
-    )
-    shared = confine.bwrap_argv(conf, ["x"], joined_net=True)
+    assert "--share-net" in bwrap.bwrap_argv(bwrap.Confinement(**{**conf.__dict__, "network": True}), ["x"])
+    shared = bwrap.bwrap_argv(conf, ["x"], joined_net=True)
     assert "--unshare-all" not in shared and "--unshare-net" not in shared and "--unshare-pid" in shared
 
 
 def test_confinement_for_makes_an_owned_workspace(tmp_path: Path) -> None:
     root = reachable(tmp_path) / "sb"
-    conf = confine.confinement_for(Profile(name="p", provider="t", memory_mb=123, max_pids=45), root, slot=7)
+    conf = bwrap.confinement_for(Profile(name="p", provider="t", memory_mb=123, max_pids=45), root, slot=7)
     assert conf.workspace == root / "home" and conf.workspace.is_dir()
     assert (conf.memory_mb, conf.max_pids, conf.network) == (123, 45, False)
     if AS_ROOT:
-        assert conf.uid == confine.UID_BASE + 7
+        assert conf.uid == bwrap.UID_BASE + 7
         assert conf.workspace.stat().st_uid == conf.uid
     else:
         assert conf.uid is None
@@ -119,7 +117,7 @@ def test_unreachable_root_is_refused_with_a_clear_message(tmp_path: Path) -> Non
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
     with pytest.raises(EnvError, match="not reachable by the sandbox uid"):
-        confine.confinement_for(Profile(name="p", provider="t"), private / "sb", slot=8)
+        bwrap.confinement_for(Profile(name="p", provider="t"), private / "sb", slot=8)
 
 
 def test_the_host_is_invisible_and_read_only(
@@ -199,7 +197,7 @@ def test_network_profile_reaches_the_host(confine_box: Callable[..., Box], host_
 
 def test_joined_processes_share_their_loopback(confine_box: Callable[..., Box]) -> None:
     box = confine_box()
-    server = confine.spawn(
+    server = spawning.spawn(
         box.conf, ["python3", "-m", "http.server", "8123", "--bind", "127.0.0.1"], cgroup=box.cgroup,
         join=box.join(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -267,7 +265,7 @@ def test_memory_limit_kills_what_exceeds_it(confine_box: Callable[..., Box]) -> 
 def test_cgroup_holds_every_process_until_killed(confine_box: Callable[..., Box]) -> None:
     box = confine_box()
     assert box.cgroup is not None
-    proc = confine.spawn(box.conf, ["bash", "-c", "sleep 100 & sleep 100"], cgroup=box.cgroup)
+    proc = spawning.spawn(box.conf, ["bash", "-c", "sleep 100 & sleep 100"], cgroup=box.cgroup)
     box.procs.append(proc)
     deadline = time.monotonic() + 5
     while len(box.cgroup.pids()) < 4 and time.monotonic() < deadline:
@@ -289,11 +287,11 @@ def test_cgroup_holds_every_process_until_killed(confine_box: Callable[..., Box]
 
 def test_workspace_file_helpers_refuse_escapes(confine_box: Callable[..., Box]) -> None:
     box = confine_box()
-    confine.workspace_write(box.conf, "a/b/c.txt", b"data")
-    assert confine.workspace_read(box.conf, "/home/user/a/b/c.txt") == b"data"
+    workspace.workspace_write(box.conf, "a/b/c.txt", b"data")
+    assert workspace.workspace_read(box.conf, "/home/user/a/b/c.txt") == b"data"
     os.symlink("/etc", box.conf.workspace / "etc")
     for bad in ("../x", "/etc/passwd", "etc/passwd", "a/../../x", "/home/user"):
         with pytest.raises(SandboxPathError):
-            confine.workspace_read(box.conf, bad)
+            workspace.workspace_read(box.conf, bad)
         with pytest.raises(SandboxPathError):
-            confine.workspace_write(box.conf, bad, b"x")
+            workspace.workspace_write(box.conf, bad, b"x")

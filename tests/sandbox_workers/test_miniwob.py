@@ -14,7 +14,8 @@ import pytest
 from agent_core.actions import Click, Type
 from sandbox_workers import miniwob
 from sandbox_workers.base import Profile
-from sandbox_workers.providers.browser import BrowserProvider, InvalidParams
+from sandbox_workers.providers.browser import BrowserProvider
+from sandbox_workers.providers.browser.provider import InvalidParams
 from tests.procs import worker_slot
 
 needs_chromium = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK), reason="no Chromium")

@@ -28,7 +28,8 @@ from sandbox_workers.base import (
     SandboxError,
     Screenshot,
 )
-from sandbox_workers.pool import LeaseBroken, LeaseNotFound, Pool, PoolConfig, SandboxUnavailable, State
+from sandbox_workers.pool import LeaseBroken, LeaseNotFound, Pool, SandboxUnavailable
+from sandbox_workers.pool_upkeep import PoolConfig, State
 
 RUNNING: dict[str, FakeProvider] = {}
 CLEANED: list[str] = []

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sandbox_workers.rfb import MAX_CUT_TEXT, RfbViolation, ViewOnlyRfbFilter
+from sandbox_workers.live.rfb import MAX_CUT_TEXT, RfbViolation, ViewOnlyRfbFilter
 
 VERSION = b"RFB 003.008\n"
 HANDSHAKE = VERSION + b"\x01" + b"\x00"  # security None, ClientInit not shared (forced shared)

@@ -10,7 +10,7 @@ import asyncio
 import threading
 import time
 
-from sandbox_workers.cdp import VirtualClock
+from sandbox_workers.display.cdp import VirtualClock
 
 _KEPT: list[asyncio.AbstractEventLoop] = []
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from sandbox_workers.x11 import server_alive, server_identity
+from sandbox_workers.display.x11 import server_alive, server_identity
 
 
 def _listen(path: Path, *, answer: bool = True) -> socket.socket:

@@ -2,7 +2,7 @@
 
 Each consumer checks its ticket in connect() (tickets.py says what a ticket binds), then pipes bytes
 between the browser and the sandbox's host. Input from a view-only viewer never reaches the host:
-the VNC relay filters the RFB stream (sandbox_workers.rfb), the others carry no input at all, and
+the VNC relay filters the RFB stream (sandbox_workers.live.rfb), the others carry no input at all, and
 WebRTC input from a control ticket is published to the sandbox's input group for the part of the
 app that executes and records it.
 """
@@ -21,8 +21,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from sandbox_workers.live_client import LiveStreamError, auth_headers, host_frames, host_vnc_url
-from sandbox_workers.rfb import RfbViolation, ViewOnlyRfbFilter
+from sandbox_workers.live.client import LiveStreamError, auth_headers, host_frames, host_vnc_url
+from sandbox_workers.live.rfb import RfbViolation, ViewOnlyRfbFilter
 from webapp.common.sockets import MessageError, message_decode
 from webapp.sandboxes.models import Sandbox
 from webapp.sandboxes.selectors import CONTROL, VIEW
@@ -208,7 +208,7 @@ class WebRtcConsumer(_LiveConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         # aiortc (and its codecs) load only in a process that actually serves WebRTC.
-        from sandbox_workers.webrtc import ScreenPeer
+        from sandbox_workers.live.webrtc import ScreenPeer
 
         try:
             message = message_decode(text_data, bytes_data)

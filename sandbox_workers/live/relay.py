@@ -14,7 +14,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from sandbox_workers.base import OperationUnsupported
 
 if TYPE_CHECKING:
-    from sandbox_workers.pool import Managed
+    from sandbox_workers.pool_upkeep import Managed
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,356 @@
+"""Starting, repairing, resetting and stopping an X desktop sandbox (see the provider's docstring)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import shutil
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from sandbox_workers.base import EnvError, Health
+from sandbox_workers.display.capture import Grabber
+from sandbox_workers.display.x11 import XSession
+from sandbox_workers.providers.confine.bwrap import confinement_for, with_env
+from sandbox_workers.providers.confine.cgroups import SandboxCgroup
+from sandbox_workers.providers.confine.spawning import process_start_time, start_netns_holder
+from sandbox_workers.providers.confine.workspace import chown_tree, wipe_dir
+from sandbox_workers.providers.xdesktop.parts import (
+    _SESSION_ARGV,
+    APPS,
+    RUN_DIR,
+    SESSION_ENV,
+    SESSION_PARTS,
+    _claim_slot,
+    _free_port,
+    _Proc,
+)
+from sandbox_workers.providers.xdesktop.plumbing import DesktopPlumbing
+
+log = logging.getLogger(__name__)
+
+
+class DesktopLifecycle(DesktopPlumbing):
+    """Xvfb, x11vnc and the session: started, kept alive, reset and stopped."""
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Xvfb, x11vnc and the sandbox's session; EnvError (with all of it stopped) if it fails."""
+        t0 = time.monotonic()
+        try:
+            # No slot from the pool (a test, a script), and a sandbox uid needs one: claim a free one.
+            if "slot" not in self.__dict__ and os.geteuid() == 0:
+                self.slot, self._claimed_slot = _claim_slot(self.root), True
+            self.conf = with_env(
+                confinement_for(self.profile, self.root, slot=self.slot, shared_tmp=True), SESSION_ENV
+            )
+            if SandboxCgroup.available():
+                self.cgroup = SandboxCgroup.create(
+                    SandboxCgroup.name_for(self.sandbox_id, self.root),
+                    self.profile.memory_mb,
+                    self.profile.max_pids,
+                )
+            self._save_state()
+            t1 = time.monotonic()
+            self._start_x()
+            t2 = time.monotonic()
+            self._start_session()
+            t3 = time.monotonic()
+            self._wait_vnc()
+        except BaseException:
+            self._teardown(remove_root=False)
+            self._release_slot()
+            raise
+        log.info(
+            "xdesktop %s started in %.0f ms (setup %.0f, Xvfb %.0f, session %.0f, vnc %.0f) on :%s, vnc %s",
+            self.sandbox_id, (time.monotonic() - t0) * 1000, (t1 - t0) * 1000, (t2 - t1) * 1000,
+            (t3 - t2) * 1000, (time.monotonic() - t3) * 1000, self.display, self.vnc_port,
+        )  # fmt: skip
+
+    def _start_x(self) -> None:
+        """Xvfb (it picks a free display and tells us on -displayfd), x11vnc (not waited for), and
+        our persistent X connection and grabber."""
+        p = self.profile
+        glx = [] if p.options.get("glx") else ["-extension", "GLX"]  # Mesa in Xvfb: ~55 MB RSS
+        args = ["Xvfb", "-screen", "0", f"{p.width}x{p.height}x24", "-nolisten", "tcp", "-noreset", *glx]
+        r, w = os.pipe()
+        try:
+            popen = self._host_popen("xvfb", [*args, "-displayfd", str(w)], pass_fds=(w,))
+        finally:
+            os.close(w)
+        self.xvfb = _Proc("xvfb", popen.pid, process_start_time(popen.pid), popen)
+        self._save_state()
+        data = b""
+        deadline = time.monotonic() + self.start_timeout
+        try:
+            while not data.endswith(b"\n"):
+                if time.monotonic() > deadline:
+                    raise EnvError(f"Xvfb did not start in time: {self._log_tail('xvfb.log')}")
+                if select.select([r], [], [], 0.2)[0]:
+                    chunk = os.read(r, 64)
+                    if not chunk:
+                        raise EnvError(f"Xvfb exited: {self._log_tail('xvfb.log')}")
+                    data += chunk
+        finally:
+            os.close(r)
+        self.display = int(data)
+        self._start_vnc(_free_port())
+        self.x = XSession(f":{self.display}", self.settle_conf)
+        self.grabber = Grabber(f":{self.display}")
+
+    def _start_vnc(self, port: int) -> None:
+        """x11vnc on `port` (not waited for: see _wait_vnc)."""
+        self.vnc_port = port
+        vnc = ["x11vnc", "-display", f":{self.display}", "-localhost", "-rfbport", str(port)]
+        # -noshm: x11vnc's SysV segments outlive it when it is SIGKILLed (42 per instance, until the
+        # host's segment table is full); polling with plain GetImage costs only while a viewer watches.
+        flags = ["-shared", "-forever", "-nopw", "-norc", "-noipv6", "-noshm", "-quiet"]
+        popen = self._host_popen("x11vnc", [*vnc, *flags])
+        self.vnc = _Proc("x11vnc", popen.pid, process_start_time(popen.pid), popen)
+        self._save_state()
+
+    def _wait_vnc(self) -> None:
+        """Until x11vnc listens (seen on its sockets: connecting would start a VNC session)."""
+        assert self.vnc is not None
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if not self.vnc.alive():
+                raise EnvError(f"x11vnc died: {self._log_tail('x11vnc.log')}")
+            with contextlib.suppress(psutil.Error):
+                for c in psutil.Process(self.vnc.pid).net_connections(kind="tcp"):
+                    if c.status == psutil.CONN_LISTEN and c.laddr.port == self.vnc_port:
+                        return
+            if time.monotonic() > deadline:
+                raise EnvError(f"x11vnc did not listen on port {self.vnc_port} in time")
+            time.sleep(0.005)
+
+    def _start_session(self) -> None:
+        """Namespace holder, D-Bus, openbox, then the start-up apps; wait for their windows."""
+        assert self.conf is not None and self.conf.tmp is not None
+        run = self.conf.tmp / Path(RUN_DIR).name
+        (run / "runtime").mkdir(parents=True, exist_ok=True)
+        (run / "runtime").chmod(0o700)
+        chown_tree(run, self.conf.uid)
+        holder, _ = start_netns_holder(self.conf, cgroup=self.cgroup, timeout=self.start_timeout)
+        self.holder = _Proc.of("netns", holder)
+        self._save_state()
+        self.session = [_Proc.of(part, self._spawn(_SESSION_ARGV[part])) for part in SESSION_PARTS]
+        self._save_state()
+        deadline = time.monotonic() + self.start_timeout
+        self._wait(lambda _x: _accepts(run / "bus"), deadline, "the session D-Bus", self.session)
+        # Apps start once openbox manages the screen: a window mapped while openbox is still taking
+        # over can be lost, and xterm, say, then waits for its map forever.
+        self._wait(lambda x: x.wm_running(), deadline, "openbox", self.session)
+        names = [p.name for p in self.session]
+        for app in self.apps:
+            name = app if app not in names else f"{app}#{names.count(app) + 1}"
+            names.append(app)
+            self.session.append(_Proc.of(name, self._spawn(self._app_argv(app, []))))
+            self._save_state()
+        wanted = [APPS[a][1] for a in self.apps]
+        self._wait(lambda x: _have_windows(x, wanted), deadline, "the apps' windows", self.session)
+
+    def repair(self) -> list[str]:
+        """Restart what died of x11vnc, the session bus and the window manager; returns their names.
+
+        EnvError if Xvfb or the session's namespace holder is gone (a reset restarts those) or a
+        restart fails; SandboxBrokenByAgent past MAX_RESTARTS of a session part since the last reset."""
+        self._require_infra()
+        if self.holder is None or not self.holder.alive():
+            raise EnvError("the sandbox's session is gone (reset restarts it)")
+        dead = self._dead_parts()
+        for name in dead:
+            self._count_restart(name)
+        t0 = time.monotonic()
+        if "x11vnc" in dead:
+            self._restart_vnc()
+        for part in SESSION_PARTS:
+            if part in dead:
+                self._restart_session_part(part)
+        if dead:
+            log.warning("xdesktop %s restarted %s in %.0f ms", self.sandbox_id, ", ".join(dead),
+                        (time.monotonic() - t0) * 1000)  # fmt: skip
+        return dead
+
+    def _restart_vnc(self) -> None:
+        """x11vnc again, on its port if it is free (the live view's endpoint stays), else on another."""
+        assert self.vnc is not None and self.vnc_port is not None
+        self.vnc.kill()
+        try:
+            self._start_vnc(self.vnc_port)
+            self._wait_vnc()
+        except EnvError:
+            self.vnc.kill()
+            self._start_vnc(_free_port())
+            self._wait_vnc()
+
+    def _restart_session_part(self, part: str) -> None:
+        """`part` again, until it stays up (killed again while it starts: one more restart counted)."""
+        while True:
+            old = next(p for p in self.session if p.name == part)
+            old.kill()  # reaps it, and whatever its namespace still holds
+            if part == "dbus":
+                self._bus_path().unlink(missing_ok=True)
+                # Apps find the AT-SPI bus through this root-window property: the dead bus's is stale.
+                with contextlib.suppress(EnvError):
+                    self._x("atspi", lambda x: (x.root.delete_property(x.atom("AT_SPI_BUS")), x.d.sync()))
+            new = _Proc.of(part, self._spawn(_SESSION_ARGV[part]))
+            self.session[self.session.index(old)] = new
+            self._save_state()
+            deadline = time.monotonic() + self.start_timeout
+            try:
+                if part == "dbus":
+                    self._wait(lambda _x: _accepts(self._bus_path()), deadline, "the session D-Bus", [new])
+                else:
+                    self._wait(lambda x: x.wm_running(), deadline, part, [new])
+                return
+            except EnvError:
+                if new.alive() or not self.xvfb or not self.xvfb.alive():
+                    raise
+            self._count_restart(part)
+
+    def health(self) -> Health:
+        """Which of the sandbox's processes live (no X round trip: a few waitpid/proc reads).
+
+        Broken (not ok) only when Xvfb or the namespace holder is gone; a dead x11vnc, session bus or
+        window manager is named in `repair`, and a start-up app that exited (closed by the agent) is
+        only noted."""
+        resets = self._resets
+        if self._resetting:
+            # Its processes die and restart on purpose now (a restore under a lease, say); the reset
+            # raises if it fails.
+            return Health(ok=True, detail="resetting")
+        health = self._health()
+        if not health.ok and (self._resetting or self._resets != resets):
+            # A reset began on another thread while we looked: what we saw dead, it killed.
+            return Health(ok=True, detail="resetting")
+        return health
+
+    def _health(self) -> Health:
+        procs = [p for p in (self.xvfb, self.vnc, self.holder) if p is not None] + self.session
+        if not procs:
+            return Health(ok=False, detail="not started")
+        alive = {p.name: p.alive() for p in procs}
+        fatal = [p.why_dead() for p in (self.xvfb, self.holder) if p is not None and not alive[p.name]]
+        repair = tuple(self._dead_parts())
+        closed = [p.why_dead() for p in self.session if p.name not in SESSION_PARTS and not alive[p.name]]
+        notes = []
+        if fatal:
+            notes.append("died: " + "; ".join(fatal))
+        if repair:
+            notes.append("to restart: " + ", ".join(repair))
+        if closed:
+            notes.append("closed: " + "; ".join(closed))
+        if self.cgroup is None:
+            notes.append("no cgroup on this host: memory and pids limited by rlimits only")
+        alive.update({f"launched:{p.name}": p.alive() for p in self.launched})
+        return Health(ok=not fatal, detail="; ".join(notes), processes=alive, repair=repair)
+
+    def _ready(self) -> None:
+        """Before an operation: EnvError if Xvfb is dead; first restarts what `repair` restarts."""
+        self._require_infra()
+        if self._dead_parts():
+            self.repair()
+
+    def reset(self, _after_wipe: Callable[[], None] | None = None) -> None:
+        """Kill the sandbox's processes, wipe the workspace and /tmp, restart openbox and the start-up
+        apps. Xvfb and x11vnc keep running (restarted only if dead)."""
+        if self.conf is None or self._stopped:
+            raise EnvError("the sandbox is not started")
+        self._resetting = True
+        self._resets += 1
+        try:
+            self._reset(_after_wipe)
+        finally:
+            self._resetting = False
+
+    def _reset(self, _after_wipe: Callable[[], None] | None) -> None:
+        assert self.conf is not None
+        t0 = time.monotonic()
+        self._restarts.clear()
+        infra_ok = self.xvfb is not None and self.xvfb.alive() and self.x is not None
+        if infra_ok:
+            with contextlib.suppress(EnvError):
+                self._x("release", lambda x: x.release_all())
+            # AT-SPI clients find their bus through this root-window property; the killed session's
+            # bus is gone, and a stale address would leave every new app without accessibility.
+            with contextlib.suppress(EnvError):
+                self._x("atspi", lambda x: (x.root.delete_property(x.atom("AT_SPI_BUS")), x.d.sync()))
+        self._kill_sandbox()
+        t1 = time.monotonic()
+        wipe_dir(self.conf.workspace)
+        if self.conf.tmp is not None:
+            wipe_dir(self.conf.tmp)
+        if _after_wipe is not None:
+            _after_wipe()
+        t2 = time.monotonic()
+        if not infra_ok:
+            self._kill_infra()
+            self._start_x()
+        self._start_session()
+        vnc_dead = self.vnc is not None and not self.vnc.alive()
+        if not infra_ok:
+            self._wait_vnc()
+        elif vnc_dead:
+            self._restart_vnc()
+        log.info(
+            "xdesktop %s reset in %.0f ms (kill %.0f, wipe %.0f, start %.0f)%s",
+            self.sandbox_id, (time.monotonic() - t0) * 1000, (t1 - t0) * 1000, (t2 - t1) * 1000,
+            (time.monotonic() - t2) * 1000,
+            ", Xvfb and x11vnc restarted" if not infra_ok else ", x11vnc restarted" if vnc_dead else "",
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        """Kill everything, remove the cgroup and the sandbox root; safe twice and half-started."""
+        if not self._stopped:
+            self._stopped = True
+            self._teardown(remove_root=True)
+
+    def _teardown(self, *, remove_root: bool) -> None:
+        t0 = time.monotonic()
+        problems = []
+        try:
+            self._kill_sandbox()
+        except EnvError as exc:
+            problems.append(str(exc))
+        self._kill_infra()
+        if self.cgroup is not None:
+            try:
+                self.cgroup.remove()
+            except EnvError as exc:
+                problems.append(str(exc))
+            self.cgroup = None
+        if remove_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self._release_slot()
+        log.info(
+            "xdesktop %s stopped in %.0f ms%s", self.sandbox_id, (time.monotonic() - t0) * 1000,
+            f" (problems: {'; '.join(problems)})" if problems else "",
+        )  # fmt: skip
+
+
+def _have_windows(x: XSession, wanted: list[str]) -> bool:
+    """Whether a window of each WM_CLASS substring in `wanted` is managed (one window per entry)."""
+    classes = [" ".join(w.wm_class).lower() for w in x.windows()]
+    for want in wanted:
+        match = next((c for c in classes if want in c), None)
+        if match is None:
+            return False
+        classes.remove(match)
+    return True
+
+
+def _accepts(path: Path) -> bool:
+    """Whether a unix socket at `path` accepts connections (the file alone exists before listen)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+        return True

@@ -1,0 +1,263 @@
+"""The X desktop's plumbing: its state file, starting processes on the host and in the sandbox, the X
+and capture connections (reconnected when something in the sandbox cuts them), and killing."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sandbox_workers.base import (
+    EnvError,
+    ImageFormat,
+    Profile,
+    Provider,
+    SandboxBrokenByAgent,
+    SandboxError,
+    Screenshot,
+)
+from sandbox_workers.display.capture import Grabber
+from sandbox_workers.display.x11 import Settle, XSession, server_alive
+from sandbox_workers.providers.confine.bwrap import SANDBOX_HOME, Confinement
+from sandbox_workers.providers.confine.cgroups import SandboxCgroup
+from sandbox_workers.providers.confine.spawning import SandboxProcess, spawn
+from sandbox_workers.providers.confine.workspace import chown_tree, workspace_write
+from sandbox_workers.providers.xdesktop.parts import (
+    APPS,
+    MAX_RESTARTS,
+    RUN_DIR,
+    SESSION_PARTS,
+    STATE_FILE,
+    STATE_VERSION,
+    _Proc,
+    _release_slot,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class DesktopPlumbing(Provider):
+    """The state and helpers the desktop's lifecycle and operations share."""
+
+    def __init__(self, *, sandbox_id: str, profile: Profile, root: Path) -> None:
+        super().__init__(sandbox_id=sandbox_id, profile=profile, root=root)
+        opts = profile.options
+        self.apps: list[str] = list(opts.get("apps", ["xterm"]))
+        unknown = [a for a in self.apps if a not in APPS]
+        if unknown:
+            raise SandboxError(f"unknown app(s) {unknown}; valid: {', '.join(sorted(APPS))}")
+        self.settle_conf = Settle(
+            float(opts.get("settle_first_ms", 25)),
+            float(opts.get("settle_quiet_ms", 4)),
+            float(opts.get("settle_max_ms", 120)),
+        )
+        self.start_timeout = float(opts.get("start_timeout_s", 20))
+        self.a11y_timeout = float(opts.get("a11y_timeout_s", 10))
+        self.max_restarts = int(opts.get("max_restarts", MAX_RESTARTS))
+        self._claimed_slot = False
+        self.conf: Confinement | None = None
+        self.cgroup: SandboxCgroup | None = None
+        self.display: int | None = None
+        self.vnc_port: int | None = None
+        self.xvfb: _Proc | None = None
+        self.vnc: _Proc | None = None
+        self.holder: _Proc | None = None
+        self.session: list[_Proc] = []
+        """dbus, openbox and the start-up apps: the health check watches them."""
+        self.launched: list[_Proc] = []
+        """Apps started by `launch` and commands left running by exec: killed on reset."""
+        self.x: XSession | None = None
+        self.grabber: Grabber | None = None
+        self._stopped = False
+        self._restarts: dict[str, int] = {}
+        """Part → restarts since the last reset (see repair)."""
+        self._resetting = False
+        self._resets = 0
+        """Counts resets begun: a health check that saw it change looked at a reset's kills."""
+        """Set while reset kills and restarts the session: health() then reports no dead process."""
+
+    def _host_popen(
+        self, name: str, argv: list[str], pass_fds: tuple[int, ...] = ()
+    ) -> subprocess.Popen[bytes]:
+        with open(self.root / f"{name}.log", "ab") as logf:
+            try:
+                return subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, pass_fds=pass_fds,
+                    start_new_session=True,  # a restarted host adopts it; no signal of ours reaches it
+                )  # fmt: skip
+            except OSError as exc:
+                raise EnvError(f"cannot start {argv[0]}: {exc}") from exc
+
+    def _spawn(self, argv: Sequence[str], *, pipes: bool = False) -> SandboxProcess:
+        """Start a process in the sandbox's session (shared namespaces, cgroup, desktop env)."""
+        assert self.conf is not None and self.holder is not None and self.holder.init_pid is not None
+        x_socket = (f"/tmp/.X11-unix/X{self.display}", "/tmp/.X11-unix/X0", True)  # noqa: S108
+        with open(self.root / "session.log", "ab") as logf:
+            return spawn(
+                self.conf, argv, cgroup=self.cgroup, join=self.holder.init_pid, extra_binds=(x_socket,),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if pipes else logf, stderr=subprocess.PIPE if pipes else logf,
+            )  # fmt: skip
+
+    def _bus_path(self) -> Path:
+        """The session bus socket on the host."""
+        assert self.conf is not None and self.conf.tmp is not None
+        return self.conf.tmp / Path(RUN_DIR).name / "bus"
+
+    def _wait(
+        self, cond: Callable[[XSession], bool], deadline: float, what: str, watch: Sequence[_Proc]
+    ) -> None:
+        """Until `cond(x)` holds; EnvError if Xvfb or a process of `watch` dies first, or at `deadline`."""
+        while True:
+            self._require_infra()
+            for p in watch:
+                if not p.alive():
+                    raise EnvError(
+                        f"{p.why_dead()} while waiting for {what}: {self._log_tail('session.log')}"
+                    )
+            if self._x("wait", cond):
+                return
+            if time.monotonic() > deadline:
+                raise EnvError(f"timed out waiting for {what}")
+            time.sleep(0.005)
+
+    def _app_argv(self, app: str, args: Sequence[str]) -> list[str]:
+        if app == "chromium":
+            self._chromium_prefs()
+        return [*APPS[app][0], *args]
+
+    def _chromium_prefs(self) -> None:
+        """Downloads go to ~/Downloads without asking (written before Chromium's first start)."""
+        assert self.conf is not None
+        prefs = {
+            "download": {"default_directory": f"{SANDBOX_HOME}/Downloads", "prompt_for_download": False},
+            "browser": {"has_seen_welcome_page": True},
+        }
+        ws = self.conf.workspace
+        if not (ws / ".config/chromium/Default/Preferences").exists():
+            workspace_write(self.conf, ".config/chromium/Default/Preferences", json.dumps(prefs).encode())
+        if not (ws / "Downloads").exists():
+            (ws / "Downloads").mkdir()
+            chown_tree(ws / "Downloads", self.conf.uid)
+
+    def _release_slot(self) -> None:
+        if self._claimed_slot:
+            _release_slot(self.slot, self.root)
+            self._claimed_slot = False
+
+    def _log_tail(self, name: str, n: int = 600) -> str:
+        try:
+            data = (self.root / name).read_bytes()[-n:]
+        except OSError:
+            return "(no log)"
+        return data.decode("utf-8", "replace").strip() or "(empty log)"
+
+    def _require_infra(self) -> None:
+        """EnvError now if Xvfb is dead (rather than hanging on it)."""
+        if self._stopped or self.xvfb is None or self.vnc is None:
+            raise EnvError("the sandbox is not running")
+        if not self.xvfb.alive():
+            raise EnvError(f"{self.xvfb.why_dead()}: the desktop is broken (reset restarts it)")
+
+    def _dead_parts(self) -> list[str]:
+        """The parts `repair` restarts that are dead now (cheap: a waitpid or /proc read each)."""
+        dead = ["x11vnc"] if self.vnc is not None and not self.vnc.alive() else []
+        return dead + [p.name for p in self.session if p.name in SESSION_PARTS and not p.alive()]
+
+    def _x(self, what: str, fn: Callable[[XSession], T]) -> T:
+        """`fn` on our X connection; once more on a new connection if the old one was cut (something
+        in the sandbox can XKillClient it) while the server lives."""
+        old = self.x
+        if old is None:
+            raise EnvError("no X connection")
+        try:
+            return old.call(what, lambda: fn(old))
+        except EnvError:
+            if not self._x_cut(old):
+                raise
+        self._count_restart("x-connection")
+        log.warning("xdesktop %s: its X connection was cut; reconnecting", self.sandbox_id)
+        old.close()
+        new = self.x = XSession(f":{self.display}", self.settle_conf)
+        return new.call(what, lambda: fn(new))
+
+    def _x_cut(self, x: XSession) -> bool:
+        """Whether `x` lost its connection while Xvfb still serves others."""
+        if self.xvfb is None or not self.xvfb.alive() or not server_alive(f":{self.display}"):
+            return False
+        try:
+            x.call("ping", x.d.get_input_focus)
+        except EnvError:
+            return True
+        return False
+
+    def _count_restart(self, part: str) -> None:
+        count = self._restarts[part] = self._restarts.get(part, 0) + 1
+        if count > self.max_restarts:
+            why = f"{part} died {count} times since the sandbox was reset"
+            if part == "x11vnc":  # outside the sandbox: it can die of its own
+                raise EnvError(why)
+            raise SandboxBrokenByAgent(f"{why}: what runs in the sandbox keeps killing it")
+
+    def _grab(self, fmt: ImageFormat, quality: int) -> Screenshot:
+        """A screenshot; once more on a new capture connection if the old one was cut."""
+        assert self.grabber is not None
+        try:
+            return self.grabber.screenshot(fmt, quality)
+        except Exception:
+            if self.xvfb is None or not self.xvfb.alive() or not server_alive(f":{self.display}"):
+                raise
+        self._count_restart("capture-connection")
+        log.warning("xdesktop %s: its capture connection was cut; reconnecting", self.sandbox_id)
+        self.grabber.close()
+        self.grabber = Grabber(f":{self.display}")
+        return self.grabber.screenshot(fmt, quality)
+
+    def _kill_sandbox(self) -> None:
+        """Kill every process inside the sandbox (not Xvfb, x11vnc)."""
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+        for p in (*self.launched, *self.session, *([self.holder] if self.holder else [])):
+            p.kill()
+        self.holder, self.session, self.launched = None, [], []
+
+    def _kill_infra(self) -> None:
+        for closeable in (self.x, self.grabber):
+            if closeable is not None:
+                closeable.close()
+        for p in (self.vnc, self.xvfb):
+            if p is not None:
+                p.kill()
+        self.x, self.grabber, self.vnc, self.xvfb = None, None, None, None
+
+    # --- the state kept for a host restart ------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """JSON for `adopt` / `cleanup`: display, ports, uid slot, cgroup, and every process as
+        [name, pid, start time, ns init pid, its start time] (start times guard against pid reuse)."""
+        conf = self.conf
+        return {
+            "version": STATE_VERSION,
+            "display": self.display,
+            "vnc_port": self.vnc_port,
+            "slot": self.slot,
+            "claimed_slot": self._claimed_slot,
+            "uid": conf.uid if conf else None,
+            "cgroup": self.cgroup.to_state() if self.cgroup else None,
+            "xvfb": self.xvfb.to_state() if self.xvfb else None,
+            "x11vnc": self.vnc.to_state() if self.vnc else None,
+            "holder": self.holder.to_state() if self.holder else None,
+            "session": [p.to_state() for p in self.session],
+            "launched": [p.to_state() for p in self.launched],
+        }
+
+    def _save_state(self) -> None:
+        """Keep `state()` in root/STATE_FILE as processes start: a host killed in the middle of a
+        start or reset leaves no state of its own, and `cleanup(root, {})` then reads this file."""
+        tmp = self.root / f"{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(self.state()))
+        tmp.rename(self.root / STATE_FILE)

@@ -1,0 +1,377 @@
+"""The X desktop sandbox: Xvfb + openbox + desktop apps, confined by bubblewrap.
+
+Xvfb and x11vnc (loopback only) run as the host user OUTSIDE the sandbox: they are infrastructure.
+Inside it (see `sandbox_workers.providers.confine`) run a namespace holder, a session D-Bus (AT-SPI needs it),
+openbox and the profile's start-up apps, each its own bwrap process; all share the workspace
+($HOME = /home/user, host `root/home`), /tmp (host `root/tmp`), the network namespace (a server one
+starts is reachable from the others) and one cgroup. Input goes through one persistent Xlib
+connection (XTEST) and waits for XDamage to settle; screenshots come from a persistent mss instance.
+Not thread-safe: one worker thread per sandbox (as the pool guarantees).
+
+Profile.options: apps (start-up apps, default ["xterm"]; known: xterm, mousepad, pcmanfm, chromium),
+settle_first_ms / settle_quiet_ms / settle_max_ms (see display.x11.Settle), start_timeout_s (20),
+a11y_timeout_s (10), glx (False: Xvfb without GLX saves ~55 MB), max_restarts (MAX_RESTARTS).
+
+What an agent can kill from inside is restarted in place (`repair`, which the pool calls when
+`health().repair` names something, and every operation before it runs): the window manager and the
+session bus, x11vnc, and our own X and capture connections (XKillClient reaches them). A start-up
+app that exits is left closed: that is the agent's doing. Past `max_restarts` of one part between
+resets, the sandbox is broken by what runs in it (SandboxBrokenByAgent: the agent's failure).
+
+The uid slot is `Provider.slot` as the pool sets it; a provider made without one (tests, scripts)
+claims a free slot from AUTO_SLOT_BASE up with a claim directory in /run/flywheel-slots.
+
+Snapshots are a tar.gz of the workspace only: process and window state are NOT captured; restore
+resets the desktop (fresh start-up apps) with the workspace as it was.
+
+Host restarts: every process starts in its own session, so the sandbox outlives its host process.
+`state()` (also kept in root/xdesktop-state.json as processes start) lets `adopt` reattach or
+`cleanup` kill what is left; `cleanup(root=..., state={})` works from that file alone (a host
+killed mid-start). `detach()` drops the X connections without stopping anything.
+Extensions (`call`): launch {app, args?, timeout?}, a11y, windows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import shutil
+import tarfile
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from agent_core import actions as A
+from sandbox_workers.base import (
+    ActionUnsupported,
+    EnvError,
+    ExecResult,
+    ImageFormat,
+    Observation,
+    Profile,
+    SandboxError,
+    register_provider,
+)
+from sandbox_workers.display.capture import Grabber
+from sandbox_workers.display.x11 import XSession
+from sandbox_workers.providers.confine.bwrap import Confinement
+from sandbox_workers.providers.confine.cgroups import SandboxCgroup
+from sandbox_workers.providers.confine.spawning import collect_output, process_start_time, same_process
+from sandbox_workers.providers.confine.workspace import chown_tree, workspace_read, workspace_write
+from sandbox_workers.providers.xdesktop.lifecycle import DesktopLifecycle
+from sandbox_workers.providers.xdesktop.parts import (
+    APPS,
+    SESSION_ENV,
+    STATE_FILE,
+    STATE_VERSION,
+    _Proc,
+    _release_slot,
+)
+
+log = logging.getLogger(__name__)
+
+A11Y_SCRIPT = Path(__file__).resolve().parent.parent.parent / "a11y_dump.py"
+_MOBILE = (A.LongPress, A.OpenApp, A.PressHome, A.PressBack, A.McpCall)
+
+
+@register_provider("xdesktop")
+class XDesktopProvider(DesktopLifecycle):
+    """One X desktop sandbox (see the module docstring)."""
+
+    supports_snapshot = True
+    extensions = frozenset({"launch", "a11y", "windows"})
+
+    # --- stepping -------------------------------------------------------------------------------
+    def observe(self, *, fmt: ImageFormat = "png", a11y: bool = False, quality: int = 80) -> Observation:
+        """A screenshot now (and the AT-SPI tree as text when asked)."""
+        self._ready()
+        shot = self._grab(fmt, quality)
+        return Observation(
+            screenshot=shot, a11y=self._a11y_tree() if a11y else None, info={"display": f":{self.display}"}
+        )
+
+    def act(self, action: A.Action) -> None:
+        """Perform one action (XTEST input) and return once the screen has settled."""
+        if isinstance(action, A.Finished | A.CallUser):
+            return
+        if isinstance(action, _MOBILE):
+            raise ActionUnsupported(f"{action.kind} is not an action of the X desktop")
+        if isinstance(action, A.Terminal):
+            self.exec(action.command, timeout=action.timeout)
+            return
+        if isinstance(action, A.FileRead):
+            self.get_file(action.path)
+            return
+        if isinstance(action, A.FileWrite):
+            self.put_file(action.path, action.content.encode())
+            return
+        self._ready()
+        if isinstance(action, A.Wait):
+            time.sleep(action.seconds)
+            return
+
+        def run(x: XSession) -> None:
+            x.arm()
+            _input(x, action)
+            x.settle()
+
+        self._x(action.kind, run)
+
+    # --- shell and files ------------------------------------------------------------------------
+    def exec(
+        self, command: str | Sequence[str], *, timeout: float = 30.0, output_cap: int = 65536
+    ) -> ExecResult:
+        """Run a command in the sandbox (a string through bash) in /home/user, with the desktop's
+        environment (DISPLAY=:0: it may open windows). Background children outlive it until reset."""
+        self._ready()
+        if self.holder is None or not self.holder.alive():
+            raise EnvError("the sandbox's session is gone (reset restarts it)")
+        t0 = time.monotonic()
+        proc = self._spawn(["bash", "-c", command] if isinstance(command, str) else list(command), pipes=True)
+        try:
+            result = collect_output(proc, timeout=timeout, output_cap=output_cap, t0=t0)
+        finally:
+            if proc.poll() is None:
+                proc.kill_tree()
+                proc.wait()
+        init = proc.init_pid(timeout=0)
+        if init is not None and same_process(init, None):
+            # Its pid namespace lives on (something went to the background): track it for reset.
+            # Its start time guards the kill at reset: by then the pid may belong to another process.
+            started = process_start_time(init)
+            self.launched.append(_Proc("exec", init, started, None, init, started))
+            self._save_state()
+        return result
+
+    def put_file(self, path: str, data: bytes) -> None:
+        """Write a file of the workspace (parents created), owned by the sandbox user."""
+        if self.conf is None:
+            raise EnvError("the sandbox is not started")
+        workspace_write(self.conf, path, data)
+
+    def get_file(self, path: str) -> bytes:
+        """Read a file of the workspace (never through a symlink)."""
+        if self.conf is None:
+            raise EnvError("the sandbox is not started")
+        return workspace_read(self.conf, path)
+
+    # --- optional -------------------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """A tar.gz of the workspace (process and window state are NOT captured)."""
+        if self.conf is None:
+            raise EnvError("the sandbox is not started")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+            for child in sorted(self.conf.workspace.iterdir()):
+                tar.add(child, arcname=child.name)
+        return buf.getvalue()
+
+    def restore(self, blob: bytes) -> None:
+        """Reset, with the workspace unpacked from a `snapshot` before the start-up apps start."""
+        conf = self.conf
+        if conf is None:
+            raise EnvError("the sandbox is not started")
+        try:
+            # Read it through once before the reset wipes the workspace: a bad blob changes nothing.
+            with tarfile.open(fileobj=io.BytesIO(blob), mode="r:*") as tar:
+                tar.getmembers()
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            raise SandboxError(f"not a snapshot of this sandbox (a tar.gz of its workspace): {exc}") from None
+
+        def unpack() -> None:
+            with tarfile.open(fileobj=io.BytesIO(blob), mode="r:*") as tar:
+                # The "data" filter refuses absolute paths, "..", links out of the tree and devices.
+                tar.extractall(conf.workspace, filter="data")
+            chown_tree(conf.workspace, conf.uid)
+
+        self.reset(_after_wipe=unpack)
+
+    def call(self, method: str, params: Mapping[str, Any]) -> Any:
+        """launch {app, args?, timeout?} → {app, pid, window}: start an app, wait for its window;
+        a11y → {tree}; windows → {windows: [{id, class, title, x, y, width, height}]}."""
+        if method == "launch":
+            args = [str(a) for a in params.get("args", [])]
+            return self._launch(
+                str(params.get("app", "")), args, float(params.get("timeout", self.start_timeout))
+            )
+        if method == "a11y":
+            self._ready()
+            return {"tree": self._a11y_tree()}
+        if method == "windows":
+            self._ready()
+            return {"windows": [w.to_dict() for w in self._x("windows", lambda x: x.windows())]}
+        return super().call(method, params)
+
+    def _launch(self, app: str, args: list[str], timeout: float) -> dict[str, Any]:
+        if app not in APPS:
+            raise SandboxError(f"unknown app {app!r}; valid: {', '.join(sorted(APPS))}")
+        self._ready()
+        before = {w.id for w in self._x("windows", lambda x: x.windows())}
+        proc = _Proc.of(app, self._spawn(self._app_argv(app, args)))
+        self.launched.append(proc)
+        self._save_state()
+        deadline = time.monotonic() + timeout
+        while True:
+            new = [w for w in self._x("windows", lambda x: x.windows()) if w.id not in before]
+            mine = [w for w in new if APPS[app][1] in " ".join(w.wm_class).lower()]
+            if mine or time.monotonic() > deadline:
+                return {"app": app, "pid": proc.pid, "window": mine[-1].to_dict() if mine else None}
+            self._require_infra()
+            time.sleep(0.01)
+
+    def _a11y_tree(self) -> str:
+        """The AT-SPI tree as text, or "no accessibility tree available: <why>" (never raises)."""
+        try:
+            res = self.exec(
+                ["/usr/bin/python3", "-c", A11Y_SCRIPT.read_text()],
+                timeout=self.a11y_timeout,
+                output_cap=4 << 20,
+            )
+        except EnvError as exc:
+            return f"no accessibility tree available: {exc}"
+        if res.timed_out:
+            return f"no accessibility tree available: AT-SPI did not answer in {self.a11y_timeout:g} s"
+        if res.exit_code == 0 and not res.stdout.strip():
+            return "no accessibility tree available: no running application exposes one (xterm does not)"
+        if res.exit_code != 0:
+            reason = (res.stderr.strip().splitlines() or [f"exit {res.exit_code}"])[-1]
+            return f"no accessibility tree available: {reason}"
+        return res.stdout
+
+    def pids(self) -> list[int]:
+        """Host pids of Xvfb, x11vnc and every process of the sandbox."""
+        out: set[int] = set(self.cgroup.pids()) if self.cgroup is not None else set()
+        for p in (self.xvfb, self.vnc, self.holder, *self.session, *self.launched):
+            if p is None:
+                continue
+            if p.alive():
+                out.add(p.pid)
+            if p.init_pid and same_process(p.init_pid, p.init_start):
+                out.add(p.init_pid)
+                with contextlib.suppress(psutil.Error):
+                    out.update(c.pid for c in psutil.Process(p.init_pid).children(recursive=True))
+        return sorted(out)
+
+    def endpoints(self) -> dict[str, Any]:
+        """The VNC server (loopback only) and the X display."""
+        if self.vnc_port is None:
+            return {}
+        return {"vnc": {"host": "127.0.0.1", "port": self.vnc_port}, "display": f":{self.display}"}
+
+    # --- surviving a host restart (state() and _save_state() are the plumbing's) ----------------
+    def detach(self) -> None:
+        """Close our X connections and forget the sandbox without stopping it (it stays adoptable)."""
+        for closeable in (self.x, self.grabber):
+            if closeable is not None:
+                closeable.close()
+        self.x, self.grabber = None, None
+        self._stopped = True
+
+    @classmethod
+    def adopt(
+        cls, *, sandbox_id: str, profile: Profile, root: Path, state: Mapping[str, Any]
+    ) -> XDesktopProvider:
+        """Reattach to a live sandbox from its `state()`; EnvError if any of its processes is gone."""
+        if state.get("version") != STATE_VERSION:
+            raise EnvError(f"unknown xdesktop state version {state.get('version')!r}")
+        self = cls(sandbox_id=sandbox_id, profile=profile, root=root)
+        try:
+            self.slot, self._claimed_slot = int(state["slot"]), bool(state.get("claimed_slot"))
+            self.display, self.vnc_port = int(state["display"]), int(state["vnc_port"])
+            self.xvfb, self.vnc = _Proc.from_state(state["xvfb"]), _Proc.from_state(state["x11vnc"])
+            self.holder = _Proc.from_state(state["holder"])
+            self.session = [_Proc.from_state(d) for d in state["session"]]
+            self.launched = [_Proc.from_state(d) for d in state["launched"]]
+            self.cgroup = SandboxCgroup.from_state(state["cgroup"] or {})
+            uid = state["uid"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EnvError(f"bad xdesktop state: {exc!r}") from exc
+        # What repair restarts (x11vnc, the session bus, openbox) may be dead: the first operation
+        # restarts it. Xvfb or the namespace holder gone is a lost sandbox.
+        gone = [p.name for p in (self.xvfb, self.holder) if not p.alive()]
+        if not same_process(self.holder.init_pid, self.holder.init_start):
+            gone.append("netns")
+        if gone:
+            raise EnvError(f"sandbox {sandbox_id} cannot be adopted: gone: {', '.join(gone)}")
+        conf = Confinement(
+            root=root, workspace=root / "home", uid=uid, network=profile.network, memory_mb=profile.memory_mb,
+            max_pids=profile.max_pids, tmp=root / "tmp", env=SESSION_ENV,
+        )  # fmt: skip
+        if uid is not None:
+            etc = root / "etc"
+            binds = ((str(etc / "passwd"), "/etc/passwd", False), (str(etc / "group"), "/etc/group", False))
+            conf = replace(conf, binds=binds)
+        self.conf = conf
+        self.x = XSession(f":{self.display}", self.settle_conf)
+        self.grabber = Grabber(f":{self.display}")
+        log.info("xdesktop %s adopted (display :%s, vnc %s)", sandbox_id, self.display, self.vnc_port)
+        return self
+
+    @classmethod
+    def cleanup(cls, *, root: Path, state: Mapping[str, Any]) -> None:
+        """Kill what a lost sandbox left (pids checked against start times), drop its cgroup and root.
+
+        With an empty `state` (a host killed while the sandbox was starting) the state the sandbox
+        kept in its root is used."""
+        # The host's record may predate the processes (it was written while the sandbox was still
+        # starting), so the state the sandbox kept in its root is read too, and both are killed.
+        states: list[Mapping[str, Any]] = [state]
+        with contextlib.suppress(OSError, ValueError):
+            states.append(json.loads((root / STATE_FILE).read_text()))
+        procs: list[_Proc] = []
+        for st in states:
+            entries = [st.get(k) for k in ("xvfb", "x11vnc", "holder")]
+            entries += [*(st.get("session") or []), *(st.get("launched") or [])]
+            for entry in entries:
+                with contextlib.suppress(TypeError, ValueError):
+                    procs.append(_Proc.from_state(entry))  # type: ignore[arg-type]
+        cgroup_state = next((st.get("cgroup") for st in states if st.get("cgroup")), None)
+        cgroup = SandboxCgroup.from_state(cgroup_state or {})
+        state = next((st for st in reversed(states) if st.get("slot") is not None), state)
+        with contextlib.suppress(EnvError):
+            if cgroup is not None:
+                cgroup.kill_all()
+        for p in procs:
+            p.kill()
+        with contextlib.suppress(EnvError):
+            if cgroup is not None:
+                cgroup.remove()
+        shutil.rmtree(root, ignore_errors=True)
+        if state.get("claimed_slot") and state.get("slot") is not None:
+            _release_slot(int(state["slot"]), root)
+        log.info("xdesktop sandbox in %s cleaned up (%d known processes)", root, len(procs))
+
+
+def _input(x: XSession, action: A.Action) -> None:
+    """Send the input events of one GUI action."""
+    if isinstance(action, A.Click):
+        x.click(action.x, action.y)
+    elif isinstance(action, A.LeftDouble):
+        x.click(action.x, action.y, count=2)
+    elif isinstance(action, A.RightSingle):
+        x.click(action.x, action.y, button="right")
+    elif isinstance(action, A.Hover):
+        x.move(action.x, action.y)
+    elif isinstance(action, A.Drag):
+        x.drag(action.x1, action.y1, action.x2, action.y2)
+    elif isinstance(action, A.Scroll):
+        x.scroll(action.x, action.y, action.direction, action.amount)
+    elif isinstance(action, A.Hotkey):
+        x.hotkey(action.keys)
+    elif isinstance(action, A.Press):
+        x.hotkey((action.key,))
+    elif isinstance(action, A.KeyDown):
+        x.key(action.key, True)
+    elif isinstance(action, A.KeyUp):
+        x.key(action.key, False)
+    elif isinstance(action, A.Type):
+        x.type_text(action.content)
+    else:
+        raise ActionUnsupported(f"{action.kind} is not an action of the X desktop")
