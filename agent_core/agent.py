@@ -17,14 +17,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agent_core import actions as A
-from agent_core.compat import parse_output
+from agent_core.actions.compat import parse_output
+from agent_core.actions.grammar import ActionParseError, format_action
+from agent_core.data.trajectory import CheckResult, EpisodeOutcome, StepRecord
 from agent_core.env import ActionRejected, Env, EnvBrokenByAgent, Obs
-from agent_core.grammar import ActionParseError, format_action
 from agent_core.memory import EpisodeSummary, EpisodicMemory, build_messages, episodic_prompt
 from agent_core.policies.base import EpisodeContext, Policy, PolicyInput, PolicyOutput, PolicyStopped
 from agent_core.prompts import system_prompt
 from agent_core.tasks.runner import PreparedTask, declares_infeasible, evaluate
-from agent_core.trajectory import CheckResult, EpisodeOutcome, StepRecord
 
 log = logging.getLogger(__name__)
 # The action space a task platform takes (Android sandboxes take the mobile one).
@@ -50,14 +50,50 @@ class AgentConfig:
     language: str = "English"
 
 
+_Interpretation = tuple[str, list[str], tuple[A.Action, ...], dict[str, str]]
+"""(thought, action texts, actions, extras) of a response that holds actions."""
+
+
 @dataclass
-class _Run:
+class _Episode:
+    """One episode under way: what it runs with, then what it has done so far."""
+
+    env: Env
+    policy: Policy
+    prepared: PreparedTask
+    cfg: AgentConfig
+    max_steps: int
+    max_seconds: float
+    platform: str
+    """The action space (see ACTION_PLATFORM)."""
+    t0: float
+    system: str
+    episodic: str
+    on_step: StepSink | None
+    obs: Obs
+    """The screen as it is now: what the policy sees next."""
     steps: list[StepRecord] = field(default_factory=list)
     final_answer: str = ""
     stop_reason: str = ""
     invalid_run: int = 0
     broken: str = ""
     """Why the agent's actions left the environment unusable, if they did."""
+
+    def record(self, step: StepRecord) -> None:
+        """Keep `step` and hand it to the caller's sink."""
+        self.steps.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """What the policy answered on one screen: its output, read as actions or as why it is invalid."""
+
+    out: PolicyOutput
+    parsed: _Interpretation | str
+    observed_at: float
+    latency_ms: int
 
 
 def run_episode(
@@ -77,7 +113,30 @@ def run_episode(
     `gate`, called before each policy turn, may block while a person has taken control of the
     sandbox; it returns True when the screen may have changed meanwhile (the loop observes again).
     """
-    cfg = config or AgentConfig()
+    ep = _start(env, policy, prepared, config or AgentConfig(), memory, on_step)
+    while not ep.stop_reason:
+        ep.stop_reason = _budget_spent(ep, should_stop)
+        if ep.stop_reason:
+            break
+        if gate is not None and gate():
+            ep.obs = env.observe()
+            continue  # the budgets are checked again: the pause may have used them up
+        turn = _decide(ep)
+        if turn is None:
+            break
+        _act(ep, turn)
+    return _outcome(ep, _score(ep, score))
+
+
+def _start(
+    env: Env,
+    policy: Policy,
+    prepared: PreparedTask,
+    cfg: AgentConfig,
+    memory: Sequence[EpisodeSummary],
+    on_step: StepSink | None,
+) -> _Episode:
+    """Reset the policy for the task, write its prompts (with recalled episodes), take the first look."""
     spec = prepared.spec
     max_steps = cfg.max_steps or spec.limits.max_steps
     max_seconds = cfg.max_seconds or spec.limits.max_seconds
@@ -99,126 +158,156 @@ def run_episode(
         family=spec.family, instruction=prepared.instruction, k=cfg.episodic_k
     )
     episodic = episodic_prompt(recalled) if policy.wants_messages else ""
-    run = _Run()
-    obs = env.observe()
+    return _Episode(
+        env=env,
+        policy=policy,
+        prepared=prepared,
+        cfg=cfg,
+        max_steps=max_steps,
+        max_seconds=max_seconds,
+        platform=platform,
+        t0=t0,
+        system=system,
+        episodic=episodic,
+        on_step=on_step,
+        obs=env.observe(),
+    )
 
-    def record(step: StepRecord) -> None:
-        run.steps.append(step)
-        if on_step is not None:
-            on_step(step)
 
-    while not run.stop_reason:
-        if len(run.steps) >= max_steps:
-            run.stop_reason = "max_steps"
-            break
-        if time.monotonic() - t0 >= max_seconds:
-            run.stop_reason = "max_seconds"
-            break
-        if should_stop is not None and should_stop():
-            run.stop_reason = "policy_stopped"
-            break
-        if gate is not None and gate():
-            obs = env.observe()
-            continue  # the budgets are checked again: the pause may have used them up
-        screen = (obs.width, obs.height)
-        inp = PolicyInput(
+def _budget_spent(ep: _Episode, should_stop: Callable[[], bool] | None) -> str:
+    """The stop reason when a budget has run out or the caller asks to stop; "" to go on."""
+    if len(ep.steps) >= ep.max_steps:
+        return "max_steps"
+    if time.monotonic() - ep.t0 >= ep.max_seconds:
+        return "max_seconds"
+    if should_stop is not None and should_stop():
+        return "policy_stopped"
+    return ""
+
+
+def _decide(ep: _Episode) -> _Turn | None:
+    """Ask the policy what to do on the current screen; None when it was stopped meanwhile."""
+    obs, policy, prepared = ep.obs, ep.policy, ep.prepared
+    screen = (obs.width, obs.height)
+    inp = PolicyInput(
+        instruction=prepared.instruction,
+        observation=obs,
+        step_index=len(ep.steps),
+        history=tuple(ep.steps),
+        messages=build_messages(
+            system=ep.system,
             instruction=prepared.instruction,
             observation=obs,
-            step_index=len(run.steps),
-            history=tuple(run.steps),
-            messages=build_messages(
-                system=system,
-                instruction=prepared.instruction,
-                observation=obs,
-                history=run.steps,
-                images=cfg.history_images,
-                episodic=episodic,
-            )
-            if policy.wants_messages
-            else (),
-            screen=screen,
+            history=ep.steps,
+            images=ep.cfg.history_images,
+            episodic=ep.episodic,
         )
-        observed_at = time.time()
-        t_think = time.monotonic()
-        try:
-            out = policy.act(inp)
-        except PolicyStopped:
-            run.stop_reason = "policy_stopped"
-            break
-        latency_ms = int((time.monotonic() - t_think) * 1000)
-        parsed = _interpret(out, policy, screen=screen, platform=platform)
-        if isinstance(parsed, str):
-            run.invalid_run += 1
-            record(_invalid(len(run.steps), obs, out, parsed, observed_at, latency_ms))
-            if run.invalid_run >= cfg.max_consecutive_invalid:
-                run.stop_reason = "invalid_limit"
-            continue
-        thought, texts, acts, extra = parsed
-        for j, action in enumerate(acts):
-            if len(run.steps) >= max_steps:
-                run.stop_reason = "max_steps"
-                break
-            step = StepRecord(
-                index=len(run.steps),
-                observation=obs,
-                thought=thought,
-                action=action,
-                action_text=texts[j],
-                raw_output=out.text if j == 0 else "",
-                observed_at=observed_at,
-                latency_ms=latency_ms if j == 0 else 0,
-                token_ids=out.token_ids if j == 0 else None,
-                logprobs=out.logprobs if j == 0 else None,
-                info={**extra, **({"continued": True} if j else {})},
-            )
-            if isinstance(action, A.Finished | A.CallUser):
-                record(_acted(step, None))
-                run.invalid_run = 0
-                if isinstance(action, A.Finished):
-                    run.final_answer = action.content
-                run.stop_reason = "finished" if isinstance(action, A.Finished) else "call_user"
-                break
-            try:
-                after = env.act(action)
-            except ActionRejected as exc:
-                run.invalid_run += 1
-                record(_acted(step, None, invalid=f"the environment rejected {action.kind}: {exc}"))
-                if run.invalid_run >= cfg.max_consecutive_invalid:
-                    run.stop_reason = "invalid_limit"
-                break
-            except EnvBrokenByAgent as exc:
-                run.broken = str(exc) or type(exc).__name__
-                record(_acted(step, None, invalid=f"the environment broke under the agent: {run.broken}"))
-                run.stop_reason = "env_broken"
-                break
-            run.invalid_run = 0
-            record(_acted(step, after))
-            obs = after
-            if after.info.get("done") is True:
-                # The environment ended the episode itself (a MiniWoB task was answered): acting on
-                # would start a new problem and lose the reward.
-                run.stop_reason = "env_done"
-                break
-    check: CheckResult | None = None
-    if run.broken:
+        if policy.wants_messages
+        else (),
+        screen=screen,
+    )
+    observed_at = time.time()
+    t_think = time.monotonic()
+    try:
+        out = policy.act(inp)
+    except PolicyStopped:
+        ep.stop_reason = "policy_stopped"
+        return None
+    latency_ms = int((time.monotonic() - t_think) * 1000)
+    parsed = _interpret(out, policy, screen=screen, platform=ep.platform)
+    return _Turn(out=out, parsed=parsed, observed_at=observed_at, latency_ms=latency_ms)
+
+
+def _act(ep: _Episode, turn: _Turn) -> None:
+    """Record a turn: one invalid step, or one step per action, acting until one ends the turn."""
+    out = turn.out
+    if isinstance(turn.parsed, str):
+        ep.invalid_run += 1
+        ep.record(_invalid(len(ep.steps), ep.obs, out, turn.parsed, turn.observed_at, turn.latency_ms))
+        if ep.invalid_run >= ep.cfg.max_consecutive_invalid:
+            ep.stop_reason = "invalid_limit"
+        return
+    thought, texts, acts, extra = turn.parsed
+    for j, action in enumerate(acts):
+        if len(ep.steps) >= ep.max_steps:
+            ep.stop_reason = "max_steps"
+            return
+        step = StepRecord(
+            index=len(ep.steps),
+            observation=ep.obs,
+            thought=thought,
+            action=action,
+            action_text=texts[j],
+            raw_output=out.text if j == 0 else "",
+            observed_at=turn.observed_at,
+            latency_ms=turn.latency_ms if j == 0 else 0,
+            token_ids=out.token_ids if j == 0 else None,
+            logprobs=out.logprobs if j == 0 else None,
+            info={**extra, **({"continued": True} if j else {})},
+        )
+        if not _act_one(ep, step, action):
+            return
+
+
+def _act_one(ep: _Episode, step: StepRecord, action: A.Action) -> bool:
+    """Carry out one action and record its step; whether the turn's next action may follow."""
+    if isinstance(action, A.Finished | A.CallUser):
+        ep.record(_acted(step, None))
+        ep.invalid_run = 0
+        if isinstance(action, A.Finished):
+            ep.final_answer = action.content
+        ep.stop_reason = "finished" if isinstance(action, A.Finished) else "call_user"
+        return False
+    try:
+        after = ep.env.act(action)
+    except ActionRejected as exc:
+        ep.invalid_run += 1
+        ep.record(_acted(step, None, invalid=f"the environment rejected {action.kind}: {exc}"))
+        if ep.invalid_run >= ep.cfg.max_consecutive_invalid:
+            ep.stop_reason = "invalid_limit"
+        return False
+    except EnvBrokenByAgent as exc:
+        ep.broken = str(exc) or type(exc).__name__
+        ep.record(_acted(step, None, invalid=f"the environment broke under the agent: {ep.broken}"))
+        ep.stop_reason = "env_broken"
+        return False
+    ep.invalid_run = 0
+    ep.record(_acted(step, after))
+    ep.obs = after
+    if after.info.get("done") is True:
+        # The environment ended the episode itself (a MiniWoB task was answered): acting on
+        # would start a new problem and lose the reward.
+        ep.stop_reason = "env_done"
+        return False
+    return True
+
+
+def _score(ep: _Episode, score: bool) -> CheckResult | None:
+    """The checker's result on the end state (none when not asked for; 0 when the agent broke it)."""
+    if ep.broken:
         # Nothing can be read from a broken environment, and nothing there is the task done.
-        detail = {"check": "environment", "score": 0.0, "error": f"broken by the agent: {run.broken}"}
-        check = CheckResult(reward=0.0, details=(detail,))
-    elif score:
-        check = evaluate(prepared, env, final_answer=run.final_answer)
+        detail = {"check": "environment", "score": 0.0, "error": f"broken by the agent: {ep.broken}"}
+        return CheckResult(reward=0.0, details=(detail,))
+    if score:
+        return evaluate(ep.prepared, ep.env, final_answer=ep.final_answer)
+    return None
+
+
+def _outcome(ep: _Episode, check: CheckResult | None) -> EpisodeOutcome:
+    """The episode's outcome, logged in one line."""
     outcome = EpisodeOutcome(
-        stop_reason=run.stop_reason,
-        steps=tuple(run.steps),
-        final_answer=run.final_answer,
-        declared_infeasible=declares_infeasible(run.final_answer),
+        stop_reason=ep.stop_reason,
+        steps=tuple(ep.steps),
+        final_answer=ep.final_answer,
+        declared_infeasible=declares_infeasible(ep.final_answer),
         check=check,
-        duration_s=time.monotonic() - t0,
-        final_observation=None if run.broken else obs,
+        duration_s=time.monotonic() - ep.t0,
+        final_observation=None if ep.broken else ep.obs,
     )
     log.info(
         "episode %s seed=%s: %s after %d steps in %.1f s, reward %s",
-        spec.id,
-        prepared.seed,
+        ep.prepared.spec.id,
+        ep.prepared.seed,
         outcome.stop_reason,
         len(outcome.steps),
         outcome.duration_s,
@@ -284,7 +373,7 @@ def propose_step(
 
 def _interpret(
     out: PolicyOutput, policy: Policy, *, screen: tuple[int, int], platform: str
-) -> tuple[str, list[str], tuple[A.Action, ...], dict[str, str]] | str:
+) -> _Interpretation | str:
     """(thought, action texts, actions, extras) of a response, or the reason it is invalid."""
     if out.actions is not None:
         if not out.actions:

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent_core.data.trajectory import EpisodeOutcome, StepRecord
 from agent_core.env import Obs
 from agent_core.thoughts import learnable_thought
-from agent_core.trajectory import EpisodeOutcome, StepRecord
 
 _WORD = re.compile(r"[a-z0-9]+")
 

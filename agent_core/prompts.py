@@ -7,8 +7,8 @@ the model fills with coordinates in the convention the prompt's note describes.
 
 from __future__ import annotations
 
-from agent_core.coords import COORD_SPACES
-from agent_core.grammar import SDK_ACTIONS, STYLES, WAIT_SECONDS, platform_actions
+from agent_core.actions.coords import COORD_SPACES
+from agent_core.actions.grammar import SDK_ACTIONS, STYLES, WAIT_SECONDS, platform_actions
 
 _BOX = "start_box='<|box_start|>(x1,y1)<|box_end|>'"
 _POINT = "point='<point>x1 y1</point>'"

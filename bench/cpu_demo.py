@@ -38,9 +38,10 @@ from agent_core.agent import AgentConfig, run_episode  # noqa: E402
 from agent_core.policies import make_policy  # noqa: E402
 from agent_core.suites import miniwob as suite  # noqa: E402
 from agent_core.tasks.runner import prepare  # noqa: E402
+from agent_core.training.checkpoints import latest_checkpoint  # noqa: E402
 from agent_core.training.config import validate_config  # noqa: E402
 from agent_core.training.episodes import sft_examples  # noqa: E402
-from agent_core.training.runner import latest_checkpoint, run  # noqa: E402
+from agent_core.training.runner import run  # noqa: E402
 from agent_core.training.tiny_policy import POLICY_CONFIG, build_tiny_policy  # noqa: E402
 from agent_core.training.types import NullHooks, RunSpec, SFTExample  # noqa: E402
 from sandbox_workers.local_rollouts import BrowserPool, LocalRolloutSource, evaluate  # noqa: E402

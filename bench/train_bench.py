@@ -32,8 +32,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agent_core.training.checkpoints import latest_checkpoint  # noqa: E402
 from agent_core.training.config import validate_config  # noqa: E402
-from agent_core.training.runner import latest_checkpoint, run  # noqa: E402
+from agent_core.training.runner import run  # noqa: E402
 from agent_core.training.tiny_policy import POLICY_CONFIG, build_tiny_policy  # noqa: E402
 from agent_core.training.toy import ToySource, oracle_examples  # noqa: E402
 from agent_core.training.types import NullHooks, RunSpec  # noqa: E402

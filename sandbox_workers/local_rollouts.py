@@ -27,10 +27,10 @@ from typing import Any
 from agent_core.agent import AgentConfig, run_episode
 from agent_core.env import EnvError
 from agent_core.policies.base import Policy, PolicyError, make_policy
+from agent_core.rl.episodes import RLEpisode
 from agent_core.tasks.runner import prepare
 from agent_core.tasks.spec import TaskSpec
 from agent_core.training.episodes import rl_episode
-from agent_core.training.types import RLEpisode
 from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import Profile, Provider, SandboxError
 from sandbox_workers.providers.browser import BrowserProvider

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from agent_core.actions import Action
+from agent_core.data.trajectory import StepRecord
 from agent_core.env import Env, Obs
-from agent_core.trajectory import StepRecord
 
 
 class PolicyError(Exception):

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agent_core.training.types import RLEpisode, RLTurn
+from agent_core.rl.episodes import RLEpisode, RLTurn
 
 
 class Curator:

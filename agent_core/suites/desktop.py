@@ -7,7 +7,7 @@ pages, no network). Hybrid tasks move information between the GUI and the shell:
 only a window shows, work on it in the terminal, and put the result back through the GUI. A few
 tasks are infeasible on purpose (`infeasible: true`): the right answer is to say so.
 
-The scripted solutions are in `agent_core.suites.desktop_oracles`.
+The scripted solutions are in `agent_core.suites.desktop_oracles` (and `desktop_oracles_web`).
 """
 
 from __future__ import annotations

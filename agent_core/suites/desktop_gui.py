@@ -36,6 +36,11 @@ class OracleFailed(RuntimeError):
     """The desktop does not look the way the oracle expects (a window or control never appeared)."""
 
 
+def param(ctx: OracleContext, name: str) -> Any:
+    """The task parameter `name` (what a person reads off the task, such as the text to type)."""
+    return ctx.params[name]
+
+
 def wait_until(cond: Callable[[], T | None], what: str, timeout: float = WAIT_S) -> T:
     """`cond()`'s first truthy value, polled until `timeout` (then OracleFailed naming `what`)."""
     deadline = time.monotonic() + timeout

@@ -8,25 +8,21 @@ command's output) the oracle takes from the task's parameters; privileged reads 
 and stacking, the accessibility tree of the GTK apps, files) only find where things are and wait
 for effects to land, through the helpers in `agent_core.suites.desktop_gui`. Each oracle ends by
 waiting for its effect (a file written, a title changed), so the checker never races the desktop.
+The terminal, editor and file manager tasks' oracles are here; the browser and hybrid (GUI + shell)
+ones, in `agent_core.suites.desktop_oracles_web`.
 """
 
 from __future__ import annotations
-
-import hashlib
-from typing import Any
 
 from agent_core import actions as A
 from agent_core.suites.desktop_gui import (
     Actions,
     OracleFailed,
-    browser_page,
-    click_heading,
     editor,
     file_manager,
     find_nodes,
-    focus,
     icons,
-    open_url,
+    param,
     save_as,
     save_editor,
     shell,
@@ -38,22 +34,12 @@ from agent_core.suites.desktop_gui import (
 )
 from agent_core.tasks.oracles import OracleContext, register_oracle, said
 
-CATALOG = ["Bookshelf", "Desk Lamp", "Floor Rug", "Office Chair", "Standing Desk", "Wall Clock"]
-"""The shop's catalog page lists these links, in this order (desktop/browser-add-to-cart.yaml)."""
-THEMES = ["Light", "Dark", "Sepia", "High contrast"]
-REPORTS = ["agenda", "inventory", "quarterly", "roster"]
-
-
-def _p(ctx: OracleContext, name: str) -> Any:
-    return ctx.params[name]
-
-
 # --- terminal --------------------------------------------------------------------------------------
 
 
 @register_oracle("desktop/terminal/make-note")
 def make_note(ctx: OracleContext) -> Actions:
-    folder, name, text = _p(ctx, "folder"), _p(ctx, "name"), _p(ctx, "text")
+    folder, name, text = param(ctx, "folder"), param(ctx, "name"), param(ctx, "text")
     why = f'The note "{text}" goes into ~/{folder}/{name}.txt: mkdir -p makes the folder, echo the file.'
     yield from shell(ctx, f"mkdir -p ~/{folder} && echo '{text}' > ~/{folder}/{name}.txt", why)
     wait_file(ctx, f"{folder}/{name}.txt")
@@ -61,7 +47,7 @@ def make_note(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/terminal/count-lines")
 def count_lines(ctx: OracleContext) -> Actions:
-    file = _p(ctx, "file")
+    file = param(ctx, "file")
     why = f"wc -l counts the lines of ~/data/{file}.log, and the redirect writes the count to ~/answer.txt."
     yield from shell(ctx, f"wc -l < ~/data/{file}.log > ~/answer.txt", why)
     wait_file(ctx, "answer.txt")
@@ -94,7 +80,7 @@ def extract_errors(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/terminal/run-script")
 def run_script(ctx: OracleContext) -> Actions:
-    name = _p(ctx, "name")
+    name = param(ctx, "name")
     why = f"The script ~/bin/{name}.sh is not executable yet: chmod +x makes it so, then I run it."
     yield from shell(ctx, f"chmod +x ~/bin/{name}.sh && ~/bin/{name}.sh", why)
     wait_file(ctx, f"out/{name}.log")
@@ -102,7 +88,7 @@ def run_script(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/terminal/install-package")
 def install_package(ctx: OracleContext) -> Actions:
-    pkg = _p(ctx, "pkg")
+    pkg = param(ctx, "pkg")
     yield from shell(ctx, f"sudo apt-get install -y {pkg}", f"Installing {pkg} takes apt-get, run as root.")
     yield said(
         ctx,
@@ -117,7 +103,7 @@ def install_package(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/editor/append-line")
 def append_line(ctx: OracleContext) -> Actions:
-    title, extra = f"{_p(ctx, 'file')}.txt", _p(ctx, "extra")
+    title, extra = f"{param(ctx, 'file')}.txt", param(ctx, "extra")
     yield from editor(ctx, title, f'The line "{extra}" must be added at the end of {title}.')
     yield said(ctx, "Ctrl+End moves the cursor to the end of the text.", A.Hotkey(keys=("ctrl", "end")))
     yield said(
@@ -128,7 +114,7 @@ def append_line(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/editor/replace-all")
 def replace_all(ctx: OracleContext) -> Actions:
-    old, new = _p(ctx, "old"), _p(ctx, "new")
+    old, new = param(ctx, "old"), param(ctx, "new")
     yield from editor(ctx, "plan.txt", f'Every "{old}" in plan.txt must become "{new}".')
     yield said(ctx, "Ctrl+R opens Mousepad's Find and Replace dialog.", A.Hotkey(keys=("ctrl", "r")))
     wait_window(ctx, "mousepad", "Find and Replace")
@@ -153,7 +139,7 @@ def replace_all(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/editor/save-new-file")
 def save_new_file(ctx: OracleContext) -> Actions:
-    text, name = _p(ctx, "text"), _p(ctx, "name")
+    text, name = param(ctx, "text"), param(ctx, "name")
     yield from editor(ctx, "Untitled", f"A new file ~/{name}.txt must hold the text I type in Mousepad.")
     yield said(ctx, f'The empty document has the cursor; I type "{text}".', A.Type(content=text))
     yield from save_as(ctx, f"/home/user/{name}.txt")
@@ -162,7 +148,7 @@ def save_new_file(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/editor/delete-line")
 def delete_line(ctx: OracleContext) -> Actions:
-    pos = int(_p(ctx, "pos"))
+    pos = int(param(ctx, "pos"))
     yield from editor(ctx, "list.txt", f"Line {pos} of list.txt must go.")
     yield said(
         ctx, "Ctrl+Home moves the cursor to the start of the first line.", A.Hotkey(keys=("ctrl", "home"))
@@ -180,7 +166,7 @@ def delete_line(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/editor/set-config")
 def set_config(ctx: OracleContext) -> Actions:
-    title, port = f"{_p(ctx, 'app')}.conf", str(_p(ctx, "port"))
+    title, port = f"{param(ctx, 'app')}.conf", str(param(ctx, "port"))
     yield from editor(ctx, title, f"The port in {title} must become {port}.")
     yield said(ctx, "Ctrl+Home moves the cursor to the top of the file.", A.Hotkey(keys=("ctrl", "home")))
     yield said(ctx, "The port is on the third line; I press Down.", A.Press(key="down"))
@@ -193,7 +179,7 @@ def set_config(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/editor/merge-tabs")
 def merge_tabs(ctx: OracleContext) -> Actions:
-    a, b = f"{_p(ctx, 'a')}.txt", f"{_p(ctx, 'b')}.txt"
+    a, b = f"{param(ctx, 'a')}.txt", f"{param(ctx, 'b')}.txt"
     yield from editor(ctx, why=f"The text of {b} must be added at the end of {a}; both are open in Mousepad.")
     yield wait_node(ctx, "page-tab", b, window="Mousepad").said(
         ctx, f'I click the tab "{b}" to open its text.'
@@ -217,7 +203,7 @@ def merge_tabs(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/files/create-folder")
 def create_folder(ctx: OracleContext) -> Actions:
-    parent, name = _p(ctx, "parent"), _p(ctx, "name")
+    parent, name = param(ctx, "parent"), param(ctx, "name")
     yield from file_manager(ctx, parent)
     icons(ctx, parent)  # the folder is listed
     yield said(
@@ -236,7 +222,7 @@ def create_folder(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/files/rename")
 def rename(ctx: OracleContext) -> Actions:
-    old, new = f"{_p(ctx, 'old')}.txt", f"{_p(ctx, 'new')}.txt"
+    old, new = f"{param(ctx, 'old')}.txt", f"{param(ctx, 'new')}.txt"
     yield from file_manager(ctx, "docs")
     yield icons(ctx, "docs")[old].said(ctx, f"{old} must be renamed {new}; I click its icon to select it.")
     yield said(ctx, f"{old} is selected; F2 renames it.", A.Press(key="f2"))
@@ -250,7 +236,7 @@ def rename(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/files/trash")
 def trash(ctx: OracleContext) -> Actions:
-    victim = _p(ctx, "victim")
+    victim = param(ctx, "victim")
     yield from file_manager(ctx, "downloads")
     yield icons(ctx, "downloads")[victim].said(
         ctx, f"{victim} must go to the trash; I click its icon to select it."
@@ -266,7 +252,7 @@ def trash(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/files/drag-into-folder")
 def drag_into_folder(ctx: OracleContext) -> Actions:
-    file, folder = _p(ctx, "file"), _p(ctx, "folder")
+    file, folder = param(ctx, "file"), param(ctx, "folder")
     yield from file_manager(ctx, "desk")
     for attempt in range(3):
         found = icons(ctx, "desk")
@@ -288,7 +274,7 @@ def drag_into_folder(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/files/copy-paste")
 def copy_paste(ctx: OracleContext) -> Actions:
-    file = _p(ctx, "file")
+    file = param(ctx, "file")
     yield from file_manager(ctx, "camera")
     yield icons(ctx, "camera")[file].said(
         ctx, f"{file} must be copied to ~/backup; I click its icon to select it."
@@ -313,7 +299,7 @@ def copy_paste(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/files/count-hidden")
 def count_hidden(ctx: OracleContext) -> Actions:
-    n = _p(ctx, "n")
+    n = param(ctx, "n")
     yield from file_manager(ctx, "vault")
     yield said(
         ctx, "Hidden files do not show; Ctrl+H shows them so I can count the names that start with a dot.",
@@ -328,7 +314,7 @@ def count_hidden(ctx: OracleContext) -> Actions:
 
 @register_oracle("desktop/files/open-missing-report")
 def open_missing_report(ctx: OracleContext) -> Actions:
-    year = _p(ctx, "year")
+    year = param(ctx, "year")
     yield from file_manager(ctx, "reports")
     icons(ctx, "reports")  # look at what is there: 2020 to 2023 only
     yield said(
@@ -337,212 +323,3 @@ def open_missing_report(ctx: OracleContext) -> Actions:
         "task is infeasible.",
         A.Finished(content=f"infeasible: ~/reports has no report-{year}.pdf"),
     )
-
-
-# --- browser ---------------------------------------------------------------------------------------
-
-
-@register_oracle("desktop/browser/fill-form")
-def fill_form(ctx: OracleContext) -> Actions:
-    name, qty = _p(ctx, "name"), _p(ctx, "qty")
-    yield click_heading(
-        ctx,
-        browser_page(ctx, "Order form"),
-        f"The order form needs {name}, quantity {qty} and express delivery.",
-    )
-    # Tab order: name, quantity, express delivery, submit.
-    yield said(
-        ctx,
-        f"Tab goes to the name field, where I type {name}; Tab again to the quantity, {qty}; Tab once more "
-        "to the express delivery box.",
-        A.Type(content=f"\t{name}\t{qty}\t"),
-    )
-    yield said(ctx, "The express delivery box has the focus; Space ticks it.", A.Press(key="space"))
-    yield said(ctx, "Tab moves to the Submit button.", A.Press(key="tab"))
-    yield said(ctx, "Submit has the focus; Enter sends the order.", A.Press(key="enter"))
-    wait_file(ctx, "Downloads/order.json")
-
-
-@register_oracle("desktop/browser/add-to-cart")
-def add_to_cart(ctx: OracleContext) -> Actions:
-    product = _p(ctx, "product")
-    n = CATALOG.index(product) + 1
-    yield click_heading(ctx, browser_page(ctx, "Catalog"), f"{product} must go into the cart.")
-    yield said(
-        ctx,
-        f"{product} is link number {n} of the catalog; I press Tab {n} times to reach it.",
-        A.Type(content="\t" * n),
-    )
-    yield said(ctx, f"The link {product} has the focus; Enter follows it.", A.Press(key="enter"))
-    yield click_heading(ctx, browser_page(ctx, f"{product} - Chromium"), f"This is the page of {product}.")
-    yield said(ctx, 'Tab reaches the page\'s only control, the "Add to cart" button.', A.Press(key="tab"))
-    yield said(ctx, f'"Add to cart" has the focus; Enter adds {product} to the cart.', A.Press(key="enter"))
-    browser_page(ctx, f"Cart (1): {product}")
-
-
-@register_oracle("desktop/browser/preferences")
-def preferences(ctx: OracleContext) -> Actions:
-    theme, size = _p(ctx, "theme"), _p(ctx, "size")
-    yield click_heading(
-        ctx,
-        browser_page(ctx, "Preferences"),
-        f"The preferences must become the {theme} theme and font size {size}.",
-    )
-    yield said(
-        ctx,
-        "Tab reaches the theme list; with it closed, arrow keys step through its options.",
-        A.Press(key="tab"),
-    )
-    for i in range(THEMES.index(theme)):
-        yield said(ctx, f'Down moves the theme from "{THEMES[i]}" to "{THEMES[i + 1]}".', A.Press(key="down"))
-    yield said(ctx, f"The theme is {theme}; Tab moves to the font size.", A.Press(key="tab"))
-    yield said(ctx, "Ctrl+A selects the old font size.", A.Hotkey(keys=("ctrl", "a")))
-    yield said(
-        ctx, f"I type {size} over it, then Tab to Save and Enter to save.", A.Type(content=f"{size}\t\n")
-    )
-    browser_page(ctx, "Saved:")
-
-
-@register_oracle("desktop/browser/read-table")
-def read_table(ctx: OracleContext) -> Actions:
-    win = browser_page(ctx, "Weather outlook")
-    temp = _p(ctx, "temp")
-    yield said(
-        ctx,
-        "The weather table is further down the page; I scroll down to read it.",
-        A.Scroll(x=int(win["width"]) // 2, y=int(win["height"]) // 2, direction="down", amount=5),
-    )
-    yield said(
-        ctx,
-        f"The table gives the temperature asked for: {temp}. That is my answer.",
-        A.Finished(content=str(temp)),
-    )
-
-
-@register_oracle("desktop/browser/new-tab")
-def new_tab(ctx: OracleContext) -> Actions:
-    page, code = _p(ctx, "page"), _p(ctx, "code")
-    n = REPORTS.index(page) + 1
-    yield click_heading(ctx, browser_page(ctx, "Start page"), f"The {page} report must open in a new tab.")
-    yield said(
-        ctx,
-        f"The {page} link is number {n} on the page; I press Tab {n} times to reach it.",
-        A.Type(content="\t" * n),
-    )
-    yield said(
-        ctx, f"The {page} link has the focus; Ctrl+Enter opens it in a new tab, behind this one.",
-        A.Hotkey(keys=("ctrl", "enter")),
-    )  # fmt: skip
-    # Then Ctrl+Tab to it, once it is there (the window title says when the switch happened).
-    for attempt in range(4):
-        again = "The new tab was not there yet; " if attempt else ""
-        yield said(
-            ctx,
-            f"{again}Ctrl+Tab switches to the next tab, the {page} report.",
-            A.Hotkey(keys=("ctrl", "tab")),
-        )
-        try:
-            browser_page(ctx, f"{code} {page} (start page open)", 3.0)
-            return
-        except OracleFailed:
-            continue
-    raise OracleFailed("the link's tab never came")
-
-
-@register_oracle("desktop/browser/offline-news")
-def offline_news(ctx: OracleContext) -> Actions:
-    site = str(_p(ctx, "site"))
-    host = site.split("//", 1)[-1].split("/", 1)[0]
-    browser_page(ctx, "Start page")
-    yield from open_url(ctx, site, host)  # Chromium's error page, titled with the host
-    yield said(
-        ctx,
-        f"Chromium shows an error page: {host} cannot be reached because the desktop has no network. "
-        "The task is infeasible.",
-        A.Finished(content=f"infeasible: {host} cannot be reached, the desktop has no network"),
-    )
-
-
-# --- hybrid ----------------------------------------------------------------------------------------
-
-
-@register_oracle("desktop/hybrid/receipt-total")
-def receipt_total(ctx: OracleContext) -> Actions:
-    prices = [int(_p(ctx, k)) for k in ("a", "b", "c", "d")]
-    total = sum(prices)
-    sum_of = " + ".join(map(str, prices))
-    yield from shell(
-        ctx,
-        f"echo $(({sum_of}))",
-        f"The receipt's prices are {', '.join(map(str, prices))}; the shell adds them up.",
-    )
-    yield from editor(ctx, "receipt.txt", f"The terminal prints {total}; the receipt needs that total.")
-    yield said(ctx, "Ctrl+End moves the cursor to the end of the receipt.", A.Hotkey(keys=("ctrl", "end")))
-    yield said(ctx, f"I type the total line, TOTAL: {total}.", A.Type(content=f"TOTAL: {total}\n"))
-    yield from save_editor(ctx, "receipt.txt")
-    wait_file(ctx, "receipt.txt")
-
-
-@register_oracle("desktop/hybrid/code-hash")
-def code_hash(ctx: OracleContext) -> Actions:
-    code = str(_p(ctx, "code"))
-    browser_page(ctx, "Verification")
-    why = f"The page wants the first 8 hex digits of the SHA-256 of the code {code}; sha256sum computes it."
-    yield from shell(ctx, f"printf %s {code} | sha256sum | cut -c1-8", why)
-    digest = hashlib.sha256(code.encode()).hexdigest()[:8]  # what the terminal printed
-    page = browser_page(ctx, "Verification")
-    yield from focus(ctx, page, f"The terminal prints {digest}; I go back to the verification page.")
-    yield click_heading(ctx, browser_page(ctx, "Verification"))
-    yield said(
-        ctx,
-        f"Tab reaches the page's field; I type {digest} and press Enter to submit.",
-        A.Type(content=f"\t{digest}\n"),
-    )
-    browser_page(ctx, f"Submitted: {digest}")
-
-
-@register_oracle("desktop/hybrid/count-into-report")
-def count_into_report(ctx: OracleContext) -> Actions:
-    n = str(_p(ctx, "n"))
-    yield from shell(
-        ctx, "ls ~/photos/*.jpg | wc -l", "The report needs the number of .jpg photos in ~/photos."
-    )
-    yield from editor(ctx, "report.txt", f"The terminal prints {n}; the report's count must say so.")
-    yield said(ctx, "Ctrl+Home moves the cursor to the top of the report.", A.Hotkey(keys=("ctrl", "home")))
-    yield said(ctx, "The count is on the second line; I press Down.", A.Press(key="down"))
-    yield said(ctx, "End moves after the placeholder at the end of that line.", A.Press(key="end"))
-    for i in range(3):
-        yield said(
-            ctx, f"Backspace erases the placeholder's characters ({i + 1} of 3).", A.Press(key="backspace")
-        )
-    yield said(ctx, f"I type the count, {n}.", A.Type(content=n))
-    yield from save_editor(ctx, "report.txt")
-
-
-@register_oracle("desktop/hybrid/folders-from-list")
-def folders_from_list(ctx: OracleContext) -> Actions:
-    names = list(_p(ctx, "names"))
-    why = (
-        f"The list names the folders {', '.join(names)}: mkdir makes them in ~/projects, PCManFM shows them."
-    )
-    yield from shell(ctx, "cd ~/projects && mkdir " + " ".join(names) + " && cd && pcmanfm ~/projects &", why)
-    wait_window(ctx, "pcmanfm", "projects")
-
-
-@register_oracle("desktop/hybrid/lines-to-form")
-def lines_to_form(ctx: OracleContext) -> Actions:
-    file, n = _p(ctx, "file"), _p(ctx, "n")
-    browser_page(ctx, "Data check")
-    why = (
-        f"The form asks how many data rows ~/data/{file}.csv has: its lines after the header, counted by wc."
-    )
-    yield from shell(ctx, f"tail -n +2 ~/data/{file}.csv | wc -l", why)
-    page = browser_page(ctx, "Data check")
-    yield from focus(ctx, page, f"The terminal prints {n}; I go back to the form.")
-    yield click_heading(ctx, browser_page(ctx, "Data check"))
-    yield said(
-        ctx,
-        f"Tab reaches the form's field; I type {n} and press Enter to send it.",
-        A.Type(content=f"\t{n}\n"),
-    )
-    browser_page(ctx, f"Answer: {n}")

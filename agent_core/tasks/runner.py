@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_core.data.trajectory import CheckResult
 from agent_core.env import Env, EnvError
 from agent_core.tasks.metrics import get_metric
 from agent_core.tasks.spec import Check, Probe, SetupStep, TaskSpec, render, select_path
-from agent_core.trajectory import CheckResult
 
 log = logging.getLogger(__name__)
 INFEASIBLE_PREFIX = "infeasible"

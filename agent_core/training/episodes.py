@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from agent_core.agent import ACTION_PLATFORM
+from agent_core.data.trajectory import StepRecord
 from agent_core.memory import build_messages
 from agent_core.prompts import system_prompt
+from agent_core.rl.episodes import RLEpisode, RLTurn
 from agent_core.thoughts import is_placeholder_thought, learnable_thought
-from agent_core.training.types import RLEpisode, RLTurn, SFTExample
-from agent_core.trajectory import StepRecord
+from agent_core.training.types import SFTExample
 
 
 def _system(platform: str, language: str) -> str:

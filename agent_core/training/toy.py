@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from agent_core import actions as A
-from agent_core.compat import parse_output
+from agent_core.actions.compat import parse_output
+from agent_core.actions.grammar import ActionParseError
+from agent_core.data.trajectory import StepRecord
 from agent_core.env import Obs
-from agent_core.grammar import ActionParseError
 from agent_core.prompts import system_prompt
 from agent_core.training.episodes import rl_episode
-from agent_core.trajectory import StepRecord
 
 _WORDS = ("ONE", "TWO", "THREE", "OK", "Submit", "Cancel", "Yes", "No")
 SCREEN = (160, 210)

@@ -1,5 +1,5 @@
 // Input capture for a live view: turns pointer, wheel and key events on one element into the raw
-// events the server merges into actions (agent_core/recording.py, RawEvent.from_json), in screen
+// events the server merges into actions (agent_core/data/recording.py, RawEvent.from_json), in screen
 // pixels of the sandbox. An ES module with no build step; also on window.FlywheelRecorder.
 //
 //   const rec = attach(el, {toScreen: (clientX, clientY) => ({x, y}) | null,
@@ -17,7 +17,7 @@ const WHEEL_GESTURE_MS = 250;
 const BUTTONS = ["left", "middle", "right"];
 const MODS = ["ctrl", "alt", "shift", "meta"];
 
-// KeyboardEvent.key → the key names the sandboxes use (sandbox_workers/x11.py KEY_ALIASES).
+// KeyboardEvent.key → the key names the sandboxes use (sandbox_workers/display/keys.py KEY_ALIASES).
 const NAMED = {
   Enter: "enter",
   Escape: "esc",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent_core import actions as A
-from agent_core.recording import Commit, EventMerger, Execute, MergeOp, RawEvent
+from agent_core.data.recording import Commit, EventMerger, Execute, MergeOp, RawEvent
 
 
 def down(t: float, x: int = 10, y: int = 10, button: str = "left") -> RawEvent:

@@ -7,8 +7,10 @@ import json
 import pytest
 
 from agent_core import actions as A
-from agent_core.compat import FORMATS, parse_computer13, parse_output, parse_pyautogui
-from agent_core.grammar import WAIT_SECONDS, ActionParseError
+from agent_core.actions.compat import FORMATS, parse_output
+from agent_core.actions.computer13 import parse_computer13
+from agent_core.actions.grammar import WAIT_SECONDS, ActionParseError
+from agent_core.actions.pyautogui_code import parse_pyautogui
 
 FHD = (1920, 1080)
 

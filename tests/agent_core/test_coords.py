@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_core.coords import (
+from agent_core.actions.coords import (
     COORD_SPACES,
     MAX_PIXELS,
     MIN_PIXELS,

@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 
 from agent_core import actions as A
-from agent_core.export import (
+from agent_core.actions.grammar import format_response
+from agent_core.data.export import (
     FORMATS,
     KINDS,
     MANIFEST,
@@ -28,7 +29,6 @@ from agent_core.export import (
     sft_records,
 )
 from agent_core.flywheel import StepView, TrajectoryView, validate
-from agent_core.grammar import format_response
 from agent_core.prompts import system_prompt
 
 SCREEN = (64, 36)

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_core import actions as A
-from agent_core.compat import format_pyautogui, parse_pyautogui
+from agent_core.actions.pyautogui_code import format_pyautogui, parse_pyautogui
 
 SCREENS = [(1280, 720), (1920, 1080), (800, 600), (3840, 2160), (375, 812)]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agent_core import actions as A
-from agent_core.grammar import (
+from agent_core.actions.grammar import (
     SCROLL_AMOUNT,
     WAIT_SECONDS,
     ActionParseError,

@@ -9,18 +9,17 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from agent_core import actions as A
-from agent_core.coords import model_size
-from agent_core.grammar import (
+from agent_core.actions.coords import model_size
+from agent_core.actions.grammar import (
     MAX_RESPONSE_CHARS,
     WAIT_SECONDS,
     ActionParseError,
     ParsedResponse,
     format_action,
     format_response,
-    parse_json_response,
     parse_response,
-    response_to_json,
 )
+from agent_core.actions.json_form import parse_json_response, response_to_json
 from tests.agent_core.screens import HD
 
 # --- formatting --------------------------------------------------------------------------------
@@ -306,7 +305,7 @@ def test_deeply_nested_json_is_refused_cleanly(depth, field):
 
 
 def test_an_edited_action_may_leave_out_action_and_keep_a_thought() -> None:
-    from agent_core.grammar import parse_edited_action
+    from agent_core.actions.grammar import parse_edited_action
 
     bare = parse_edited_action(" click(start_box='(640,360)') ", screen=(1280, 720))
     assert bare.actions == (A.Click(640, 360),)  # absolute screen pixels

@@ -11,9 +11,10 @@ import re
 from collections.abc import Callable
 
 from agent_core import actions as A
-from agent_core.compat import parse_output
-from agent_core.coords import COORD_SPACES
-from agent_core.grammar import ActionParseError, format_response, parse_json_response, parse_response
+from agent_core.actions.compat import parse_output
+from agent_core.actions.coords import COORD_SPACES
+from agent_core.actions.grammar import ActionParseError, format_response, parse_response
+from agent_core.actions.json_form import parse_json_response
 
 SEED = 0x5EED_2025
 SCREENS = [(1280, 720), (1920, 1080), (3840, 2160), (1080, 2400), (640, 480)]

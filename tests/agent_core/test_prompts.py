@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from agent_core.grammar import SDK_ACTIONS, parse_response, platform_actions
+from agent_core.actions.grammar import SDK_ACTIONS, parse_response, platform_actions
 from agent_core.prompts import action_lines, system_prompt
 
 PLATFORMS = ["desktop", "browser", "mobile"]

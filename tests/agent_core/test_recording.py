@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent_core import actions as A
-from agent_core.recording import EventMerger, MergeOp, Start
+from agent_core.data.recording import EventMerger, MergeOp, Start
 from tests.agent_core.raw_events import (
     FLUSH,
     TICK,

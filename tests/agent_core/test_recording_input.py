@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_core import actions as A
-from agent_core.recording import Commit, EventMerger, Execute, MergeOp, RawEvent, RecordingError, Start
+from agent_core.data.recording import Commit, EventMerger, Execute, MergeOp, RawEvent, RecordingError, Start
 from tests.agent_core.raw_events import FLUSH, TICK, Script, down, run
 
 # --- RawEvent.from_json ---

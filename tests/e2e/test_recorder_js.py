@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from agent_core import actions as A
-from agent_core.recording import Commit, EventMerger, RawEvent
+from agent_core.data.recording import Commit, EventMerger, RawEvent
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from agent_core.suites import miniwob as suite
+from agent_core.training.batching import token_logprobs
 from agent_core.training.config import validate_config
-from agent_core.training.runner import _token_logprobs, load_policy_model, run
+from agent_core.training.model_io import load_policy_model
+from agent_core.training.runner import run
 from agent_core.training.types import NullHooks, RunSpec
 from sandbox_workers.base import Profile
 from sandbox_workers.local_rollouts import BrowserPool, LocalRolloutSource, _traversable
@@ -85,7 +87,7 @@ def test_vlm_rollouts_on_real_screens_are_scored_by_the_trainer_as_sampled_and_t
             prompt = codec.prompt_ids(turn.messages, turn.a11y)
             ids = torch.tensor([prompt + list(turn.response_ids)])
             with torch.no_grad():
-                lp, _ = _token_logprobs(model, ids, torch.ones_like(ids), images=codec.images(turn.messages))
+                lp, _ = token_logprobs(model, ids, torch.ones_like(ids), images=codec.images(turn.messages))
             n = len(turn.response_ids)
             assert lp[0, -n:].tolist() == pytest.approx(list(turn.rollout_logprobs), abs=1e-3)
 

@@ -1,6 +1,6 @@
 """One person's live session on a running episode: their input becomes recorded steps.
 
-Raw browser events are merged into actions (agent_core.recording): each action is forwarded to
+Raw browser events are merged into actions (agent_core.data.recording): each action is forwarded to
 the sandbox at once, and the step is recorded with the screen captured *before* its first event,
 the merged action, the thought typed for it, and the model's proposal if one was pending. In
 interactive mode the episode's policy proposes a step on the live screen; the person accepts it,
@@ -21,12 +21,12 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from agent_core.actions import Action, ActionError, Finished, action_to_dict
+from agent_core.actions.grammar import ActionParseError, parse_edited_action
 from agent_core.agent import ACTION_PLATFORM, Proposal, propose_step, screen_action_text
+from agent_core.data.recording import Commit, EventMerger, Execute, MergeOp, RawEvent, RecordingError, Start
+from agent_core.data.trajectory import StepRecord
 from agent_core.env import ActionRejected, EnvError, Obs
-from agent_core.grammar import ActionParseError, parse_edited_action
 from agent_core.policies.base import EpisodeContext, Policy, PolicyError
-from agent_core.recording import Commit, EventMerger, Execute, MergeOp, RawEvent, RecordingError, Start
-from agent_core.trajectory import StepRecord
 from sandbox_workers.agent_env import A11yMode, SandboxEnv
 from sandbox_workers.base import SandboxError
 from webapp.annotation.services import DemoError, demo_env, demo_renew, demo_submit, prepared_of

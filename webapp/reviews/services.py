@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agent_core.actions import action_to_dict
-from agent_core.grammar import PLATFORMS, ActionParseError, parse_edited_action
+from agent_core.actions.grammar import PLATFORMS, ActionParseError, parse_edited_action
 from webapp.common.text import MAX_NOTE, text_problem
 from webapp.episodes.models import Episode, Step
 from webapp.reviews.models import Review, ReviewEvent, StepLabel

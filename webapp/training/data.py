@@ -18,11 +18,12 @@ from django.db.models import Prefetch, QuerySet
 
 from agent_core import actions as A
 from agent_core.agent import screen_action_text
+from agent_core.data.trajectory import StepRecord
 from agent_core.env import Obs
+from agent_core.rl.episodes import RLEpisode
 from agent_core.thoughts import learnable_thought
 from agent_core.training.episodes import rl_episode, sft_examples
-from agent_core.training.types import RLEpisode, SFTExample
-from agent_core.trajectory import StepRecord
+from agent_core.training.types import SFTExample
 from webapp.datasets.models import DatasetVersion
 from webapp.datasets.routing import review_prefetches, trajectory_view
 from webapp.episodes.models import Episode, Step

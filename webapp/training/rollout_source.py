@@ -24,7 +24,7 @@ from django.db import close_old_connections, transaction
 from django.db.models import Max, Prefetch
 from django.utils import timezone
 
-from agent_core.training.types import RLEpisode
+from agent_core.rl.episodes import RLEpisode
 from webapp.catalog.models import Task, TaskSuite
 from webapp.episodes.models import Episode, Source, Step
 from webapp.policies.models import PolicyVersion

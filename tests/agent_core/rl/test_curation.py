@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from agent_core.rl import Curator, ExperiencePool, group_by_task, latest_k, top_entropy_mask, within_lag
-from agent_core.training.types import RLEpisode, RLTurn
+from agent_core.rl.episodes import RLEpisode, RLTurn
 
 
 def curator(**overrides: int) -> Curator:

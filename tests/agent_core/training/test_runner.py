@@ -19,9 +19,12 @@ from agent_core.policies.base import Policy, PolicyInput, PolicyOutput
 from agent_core.policies.local import LocalPolicy
 from agent_core.tasks.runner import PreparedTask
 from agent_core.tasks.spec import parse_task
+from agent_core.training.checkpoints import latest_checkpoint
 from agent_core.training.config import ConfigError, validate_config
 from agent_core.training.episodes import sft_examples
-from agent_core.training.runner import TrainingError, latest_checkpoint, prompt_ids, run
+from agent_core.training.errors import TrainingError
+from agent_core.training.model_io import prompt_ids
+from agent_core.training.runner import run
 from agent_core.training.tiny_policy import LINEAGE_FILE, build_tiny_policy
 from agent_core.training.toy import SCREEN, ToySource, _png, oracle_examples
 from agent_core.training.types import NullHooks, RunSpec
@@ -114,7 +117,7 @@ def test_sft_masks_placeholder_thoughts_and_says_how_many(base: Path, tmp_path: 
     on their action only; the run log counts them."""
     import dataclasses
 
-    from agent_core.training.runner import _without_placeholder
+    from agent_core.training.sft import _without_placeholder
 
     examples = oracle_examples(TASKS, range(4))
     stale = [
@@ -379,7 +382,7 @@ class PairSource:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from agent_core.training.runner import response_ids
+        from agent_core.training.model_io import response_ids
 
         assert self.model_dir is not None
         tok = AutoTokenizer.from_pretrained(str(self.model_dir))
@@ -396,7 +399,7 @@ class PairSource:
         return oracle_examples(["toy/buttons-2"], range(7, 8))[0]
 
     def poll(self, timeout: float) -> list[Any]:
-        from agent_core.training.types import RLEpisode, RLTurn
+        from agent_core.rl.episodes import RLEpisode, RLTurn
 
         out = []
         while self.queue:
@@ -465,7 +468,7 @@ class InterleavedSource:
         return sum(n for _, _, n in self.requests)
 
     def poll(self, timeout: float) -> list[Any]:
-        from agent_core.training.types import RLEpisode, RLTurn
+        from agent_core.rl.episodes import RLEpisode, RLTurn
 
         ex = oracle_examples(["toy/buttons-2"], range(7, 8))[0]
         turn = RLTurn(ex.messages, ex.a11y, (1, 2), (-0.1, -0.1), parsed=True)
@@ -486,7 +489,7 @@ class InterleavedSource:
 def test_a_grpo_group_is_the_rollouts_of_one_request_whatever_order_they_finish_in(
     sft_policy: Path, tmp_path: Path
 ) -> None:
-    from agent_core.training.runner import RLTrainer
+    from agent_core.training.rl_trainer import RLTrainer
 
     cfg = validate_config(
         "grpo", {"iterations": 1, "episodes_per_iteration": 5, "min_rollouts": 3, "max_rollouts": 3}

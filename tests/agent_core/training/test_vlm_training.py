@@ -18,16 +18,14 @@ from agent_core.memory import build_messages
 from agent_core.policies.base import PolicyInput
 from agent_core.policies.local import LocalPolicy
 from agent_core.prompts import system_prompt
+from agent_core.rl.episodes import RLEpisode, RLTurn
+from agent_core.training.batching import token_logprobs
+from agent_core.training.checkpoints import latest_checkpoint
 from agent_core.training.config import validate_config
-from agent_core.training.runner import (
-    TrainingError,
-    _token_logprobs,
-    latest_checkpoint,
-    load_policy_model,
-    response_ids,
-    run,
-)
-from agent_core.training.types import NullHooks, RLEpisode, RLTurn, RunSpec, SFTExample
+from agent_core.training.errors import TrainingError
+from agent_core.training.model_io import load_policy_model, response_ids
+from agent_core.training.runner import run
+from agent_core.training.types import NullHooks, RunSpec, SFTExample
 
 pytest.importorskip("torch")
 SCREEN = (112, 84)
@@ -104,7 +102,7 @@ def test_the_trainer_scores_a_sampled_vlm_response_as_the_sampler_did(vlm: Path)
 
     def scored(colour: str) -> list[float]:
         with torch.no_grad():
-            lp, _ = _token_logprobs(model, ids, attn, images=codec.images(messages(colour)))
+            lp, _ = token_logprobs(model, ids, attn, images=codec.images(messages(colour)))
         return lp[0, -n:].tolist()
 
     # ...and scores the response with its image as the sampler did (truncated IS compares these)...
@@ -154,7 +152,7 @@ class ColourSource:
         resp = response_ids(codec.tokenizer, text)
         ids = torch.tensor([prompt + resp])
         with torch.no_grad():
-            lp, _ = _token_logprobs(model, ids, torch.ones_like(ids), images=codec.images(messages("red")))
+            lp, _ = token_logprobs(model, ids, torch.ones_like(ids), images=codec.images(messages("red")))
         return resp, lp[0, -len(resp) :].tolist()
 
     def poll(self, timeout: float) -> list[RLEpisode]:

@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent_core.actions import Click
+from agent_core.data.trajectory import StepRecord
 from agent_core.env import Obs
-from agent_core.trajectory import StepRecord
 from tests.factories import PNG_1X1, make_episode
 from webapp.episodes.models import Episode, Step
 from webapp.episodes.services import EpisodeStateError, step_record

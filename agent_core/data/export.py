@@ -6,7 +6,7 @@ Layout of an export folder::
     images/<sha>.png         (each screenshot once, hard-linked where possible)
     manifest.json            (written last: kind, format, counts, shards with sha256, options, meta)
 
-Records come from `agent_core.export_formats` (SFT, CT, AgentNet; see there) one trajectory at a
+Records come from `agent_core.data.export_formats` (SFT, CT, AgentNet; see there) one trajectory at a
 time, so memory holds one trajectory plus at most one Parquet row group. A failed export removes
 every file it created, so no manifest is ever left beside partial data.
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from agent_core.export_formats import (
+from agent_core.data.export_formats import (
     ExportError,
     ExportOptions,
     agentnet_records,
@@ -44,6 +44,8 @@ KINDS: tuple[str, ...] = ("sft", "ct", "agentnet")
 FORMATS: tuple[str, ...] = ("jsonl", "parquet")
 MANIFEST = "manifest.json"
 DATA_DIR = "data"
+# Written into every manifest.json and checked when one is read back: a format name, not the module
+# path (the module is agent_core.data.export now), so it stays as it is.
 MANIFEST_FORMAT = "agent_core.export/1"
 
 RecordBuilder = Callable[..., Iterator[dict[str, Any]]]

@@ -1,7 +1,7 @@
 """Dataset record formats built from trajectory views: SFT chat, CT interleaved, AgentNet-style.
 
 Records are plain dicts ready for JSON or Parquet; each names its images by paths relative to the
-export folder (``images/<basename of the storage name>``), which `agent_core.export` copies there.
+export folder (``images/<basename of the storage name>``), which `agent_core.data.export` copies there.
 Every content part carries both "text" and "image" (one of them null) so JSON and Parquet readers
 infer the same schema; `arrow_schema` gives the Parquet schema of each kind explicitly.
 
@@ -41,10 +41,10 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agent_core import actions as A
-from agent_core.compat import format_pyautogui
-from agent_core.coords import COORD_SPACES
+from agent_core.actions.coords import COORD_SPACES
+from agent_core.actions.grammar import format_action, format_response
+from agent_core.actions.pyautogui_code import format_pyautogui
 from agent_core.flywheel import StepView, TrajectoryView
-from agent_core.grammar import format_action, format_response
 from agent_core.prompts import system_prompt
 from agent_core.tasks.runner import declares_infeasible
 from agent_core.thoughts import is_placeholder_thought, learnable_thought
@@ -67,7 +67,7 @@ class ExportOptions:
     last_n: int = 5
     """SFT: steps (the target included) whose screenshot is kept as an image; older ones are text only."""
     coords: str = "smart_resize"
-    """Coordinate space of actions in SFT/CT text (one of agent_core.coords.COORD_SPACES)."""
+    """Coordinate space of actions in SFT/CT text (one of agent_core.actions.coords.COORD_SPACES)."""
     shard_records: int = 1000
     """Records per shard file."""
     row_group_records: int = 256

@@ -1,8 +1,8 @@
-"""The UI-TARS text grammar of actions (and a JSON form of whole responses).
+"""The UI-TARS text grammar of actions (the JSON form of whole responses is in `json_form`).
 
 A response reads ``Thought: …`` (optionally ``Reflection: …`` / ``Action_Summary: …``, UI-TARS-1.0)
 then ``Action:`` and one or more calls such as ``click(start_box='(120,45)')``, separated by
-whitespace. Coordinates in the text are in a model coordinate space (see `agent_core.coords`) and are
+whitespace. Coordinates in the text are in a model coordinate space (see `agent_core.actions.coords`) and are
 mapped to screen pixels while parsing; formatting maps them back. Parsing never evaluates text:
 any malformed input raises `ActionParseError` — and nothing else — with a `.reason`.
 
@@ -13,15 +13,13 @@ Defaults where UI-TARS says nothing: ``scroll`` without ``amount`` scrolls `SCRO
 from __future__ import annotations
 
 import json
-import math
 import re
-import reprlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from agent_core import actions as A
-from agent_core._uitars_lexer import (
+from agent_core.actions import model as A
+from agent_core.actions.coords import model_size, to_screen
+from agent_core.actions.lexer import (
     MAX_JSON_DEPTH,
     Call,
     LexError,
@@ -34,9 +32,8 @@ from agent_core._uitars_lexer import (
     to_point,
     too_deep,
 )
-from agent_core._uitars_lexer import SCROLL_AMOUNT as SCROLL_AMOUNT
-from agent_core._uitars_lexer import WAIT_SECONDS as WAIT_SECONDS
-from agent_core.coords import COORD_SPACES, from_screen, model_size, to_screen
+from agent_core.actions.lexer import SCROLL_AMOUNT as SCROLL_AMOUNT
+from agent_core.actions.lexer import WAIT_SECONDS as WAIT_SECONDS
 
 MAX_RESPONSE_CHARS = 20_000
 PLATFORMS: tuple[str, ...] = ("desktop", "browser", "mobile")
@@ -49,7 +46,7 @@ SDK_ACTIONS = frozenset({"terminal", "file_read", "file_write", "mcp_call"})
 
 _START = ("start_box", "point", "start_point")
 _END = ("end_box", "end_point")
-_SIGNATURES: dict[str, tuple[str, ...]] = {
+SIGNATURES: dict[str, tuple[str, ...]] = {
     "click": _START,
     "left_double": _START,
     "right_single": _START,
@@ -102,7 +99,8 @@ class ParsedResponse:
     action_texts: tuple[str, ...]
 
 
-def _check_options(screen: tuple[int, int], coords: str, platform: str) -> None:
+def check_options(screen: tuple[int, int], coords: str, platform: str) -> None:
+    """Raise ValueError for an unknown platform, a bad screen size or an unknown coordinate space."""
     if platform not in PLATFORMS:
         raise ValueError(f"unknown platform {platform!r}; valid: {', '.join(PLATFORMS)}")
     model_size(screen=screen, space=coords)  # raises ValueError for a bad screen or space
@@ -113,7 +111,7 @@ def platform_actions(platform: str) -> tuple[str, ...]:
     if platform not in PLATFORMS:
         raise ValueError(f"unknown platform {platform!r}; valid: {', '.join(PLATFORMS)}")
     banned = DESKTOP_ONLY if platform == "mobile" else MOBILE_ONLY
-    return tuple(name for name in _SIGNATURES if name not in banned)
+    return tuple(name for name in SIGNATURES if name not in banned)
 
 
 def check_platform(kind: str, platform: str) -> None:
@@ -263,7 +261,7 @@ def _where(text: str, pos: int) -> str:
 
 def _build(call: Call, text: str, screen: tuple[int, int], coords: str, platform: str) -> A.Action:
     where = _where(text, call.start)
-    allowed = _SIGNATURES.get(call.name)
+    allowed = SIGNATURES.get(call.name)
     if allowed is None:
         raise ActionParseError(
             f"unknown action {call.name!r}; valid: {', '.join(platform_actions(platform))}",
@@ -308,7 +306,8 @@ def _split_sections(pre: str) -> dict[str, str]:
     return out
 
 
-def _check_size(text: object) -> str:
+def check_size(text: object) -> str:
+    """`text` itself when it is a string within MAX_RESPONSE_CHARS; ActionParseError otherwise."""
     if not isinstance(text, str):
         raise ActionParseError(f"a response must be text, got {type(text).__name__}")
     if len(text) > MAX_RESPONSE_CHARS:
@@ -316,7 +315,8 @@ def _check_size(text: object) -> str:
     return text
 
 
-def _strip_fence(text: str) -> str:
+def strip_fence(text: str) -> str:
+    """`text` without surrounding whitespace and a Markdown code fence around it, if any."""
     body = text.strip()
     if body.startswith("```"):
         newline = body.find("\n")
@@ -330,8 +330,8 @@ def parse_response(
     text: str, *, screen: tuple[int, int], coords: str = "smart_resize", platform: str = "desktop"
 ) -> ParsedResponse:
     """Parse a UI-TARS response into its sections and screen-pixel actions; raises ActionParseError."""
-    _check_options(screen, coords, platform)
-    text = _strip_fence(_check_size(text))
+    check_options(screen, coords, platform)
+    text = strip_fence(check_size(text))
     marker = _ACTION_LINE.search(text) or _ACTION_INLINE.search(text)
     if marker is None:
         raise ActionParseError("no 'Action:' in the response")
@@ -408,113 +408,3 @@ def format_response(
     texts = [format_action(a, screen=screen, coords=coords, style=style) for a in actions]
     lines.append("Action: " + "\n\n".join(texts))
     return "\n".join(lines)
-
-
-# --- JSON form ---------------------------------------------------------------------------------
-
-_POINT_FIELDS = (("x", "y"), ("x1", "y1"), ("x2", "y2"))
-_JSON_KEYS = frozenset({"thought", "reflection", "action_summary", "actions", "coords"})
-
-
-def response_to_json(
-    parsed: ParsedResponse, *, screen: tuple[int, int] | None = None, coords: str = "absolute"
-) -> dict[str, Any]:
-    """The JSON form of a response; coordinates in `coords` (screen pixels unless told otherwise)."""
-    if coords != "absolute" and screen is None:
-        raise ValueError(f"coords={coords!r} needs screen=(width, height)")
-    if coords not in COORD_SPACES:
-        raise ValueError(f"unknown coordinate space {coords!r}; valid: {', '.join(COORD_SPACES)}")
-    out_actions = []
-    for action in parsed.actions:
-        data = A.action_to_dict(action)
-        if screen is not None and coords != "absolute":
-            for fx, fy in _POINT_FIELDS:
-                if fx in data:
-                    data[fx], data[fy] = from_screen(data[fx], data[fy], screen=screen, space=coords)
-        out_actions.append(data)
-    return {
-        "coords": coords,
-        "thought": parsed.thought,
-        "reflection": parsed.reflection,
-        "action_summary": parsed.action_summary,
-        "actions": out_actions,
-    }
-
-
-def _json_action(data: object, index: int, screen: tuple[int, int], coords: str, platform: str) -> A.Action:
-    where = f"actions[{index}]"
-    if not isinstance(data, dict):
-        raise ActionParseError(f"an action must be an object, got {type(data).__name__}", where=where)
-    fields = dict(data)
-    kind = fields.get("type")
-    if not isinstance(kind, str) or kind not in _SIGNATURES:
-        valid = ", ".join(platform_actions(platform))
-        raise ActionParseError(f"unknown action type {reprlib.repr(kind)}; valid: {valid}", where=where)
-    check_platform(kind, platform)
-    try:
-        for fx, fy in _POINT_FIELDS:
-            if fx in fields or fy in fields:
-                if fields.get(fx) is None or fields.get(fy) is None:
-                    raise ValueError(f"both {fx} and {fy} are needed")
-                fields[fx], fields[fy] = to_screen(fields[fx], fields[fy], screen=screen, space=coords)
-        for name in ("seconds", "timeout"):
-            value = fields.get(name, 0)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number, got {reprlib.repr(value)}")
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
-        if "keys" in fields and not isinstance(fields["keys"], list):
-            raise ValueError("keys must be a list of key names")
-        if "arguments" in fields and not isinstance(fields["arguments"], dict):
-            raise ValueError("arguments must be an object")
-        return A.action_from_dict(fields)
-    except ValueError as exc:  # ActionError is a ValueError too
-        raise ActionParseError(f"{kind}: {exc}", where=where) from None
-    except RecursionError:  # too_deep() refuses such input first; this is a last line of defence
-        raise ActionParseError(f"{kind}: a value is nested too deeply", where=where) from None
-
-
-def parse_json_response(
-    text: str, *, screen: tuple[int, int], coords: str = "smart_resize", platform: str = "desktop"
-) -> ParsedResponse:
-    """Parse {"thought": …, "actions": [action_to_dict forms]} text; raises ActionParseError."""
-    _check_options(screen, coords, platform)
-    body = _strip_fence(_check_size(text))
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise ActionParseError(f"not valid JSON: {str(exc)[:120]}") from None
-    if not isinstance(data, dict):
-        raise ActionParseError(f"the response must be a JSON object, got {type(data).__name__}")
-    if too_deep(data):
-        raise ActionParseError(f"the JSON nests deeper than {MAX_JSON_DEPTH} levels")
-    unknown = sorted(set(data) - _JSON_KEYS)
-    if unknown:
-        raise ActionParseError(
-            f"unknown key(s) {', '.join(map(repr, unknown))}; valid: {', '.join(sorted(_JSON_KEYS))}"
-        )
-    if data.get("coords", coords) != coords:
-        raise ActionParseError(
-            f"the response says coords {reprlib.repr(data.get('coords'))} but {coords!r} was expected"
-        )
-    sections = {}
-    for key in ("thought", "reflection", "action_summary"):
-        value = data.get(key, "")
-        if not isinstance(value, str):
-            raise ActionParseError(f"{key} must be a string, got {type(value).__name__}")
-        sections[key] = value
-    items = data.get("actions")
-    if not isinstance(items, list) or not items:
-        raise ActionParseError("'actions' must be a non-empty list")
-    built = tuple(_json_action(item, k, screen, coords, platform) for k, item in enumerate(items))
-    try:
-        texts = tuple(json.dumps(item, ensure_ascii=False) for item in items)
-    except (ValueError, RecursionError) as exc:
-        raise ActionParseError(f"an action cannot be re-encoded: {str(exc)[:80]}") from None
-    return ParsedResponse(
-        thought=sections["thought"],
-        reflection=sections["reflection"],
-        action_summary=sections["action_summary"],
-        actions=built,
-        action_texts=texts,
-    )

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_core import actions as A
-from agent_core.grammar import PLATFORMS
+from agent_core.actions.grammar import PLATFORMS
 
 KINDS: tuple[str, ...] = ("down", "up", "move", "wheel", "key", "button")
 BUTTONS: tuple[str, ...] = ("left", "right", "middle")

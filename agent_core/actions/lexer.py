@@ -10,8 +10,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from agent_core import actions as A
-from agent_core.coords import from_screen
+from agent_core.actions import model as A
+from agent_core.actions.coords import from_screen
 
 # UI-TARS's scroll has no amount and its wait() "sleeps for 5s"; these fill the gaps.
 SCROLL_AMOUNT = 5

@@ -1,0 +1,123 @@
+"""The machinery every trainer shares: load the starting model (or resume a checkpoint), the optimizer,
+gradient clipping, samples and their images, and atomic checkpoints.
+
+SFTTrainer (sft.py) and RLTrainer (rl_trainer.py) subclass `Trainer` and write their own `run`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent_core.training.batching import Sample, fit_prompt
+from agent_core.training.checkpoints import STATE_FILE, checkpoint_dir, prune
+from agent_core.training.errors import TrainingError, lazy
+from agent_core.training.model_io import load_policy_model, pick_device
+from agent_core.training.tiny_policy import LINEAGE_FILE
+from agent_core.training.types import Hooks, RunSpec
+
+
+class Trainer:
+    """A run's model, optimizer and step, loaded from its base model or resumed from a checkpoint."""
+
+    def __init__(self, spec: RunSpec, hooks: Hooks) -> None:
+        self.spec = spec
+        self.cfg = dict(spec.config)
+        self.hooks = hooks
+        self.torch = lazy("torch")
+        self.device = pick_device(str(self.cfg.get("device", "auto")))
+        self.step = 0
+        self.out_dir = Path(spec.out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        start = Path(spec.resume_from) if spec.resume_from else Path(spec.base_model)
+        if spec.resume_from and not (start / STATE_FILE).is_file():
+            raise TrainingError(f"cannot resume: {start} is not a complete checkpoint (no {STATE_FILE})")
+        self.start_dir = start
+        self.codec, self.model = load_policy_model(start, device=self.device, dtype=self.cfg["dtype"])
+        self.tokenizer = self.codec.tokenizer
+        self.too_long = 0  # vision-language samples skipped because they do not fit in max_seq_len
+        self.torch.manual_seed(int(self.cfg["seed"]))
+        self.optimizer = self.torch.optim.AdamW(
+            self.model.parameters(), lr=float(self.cfg["lr"]), weight_decay=float(self.cfg["weight_decay"])
+        )
+        self.lineage = self._lineage(start)
+        self.state: dict[str, Any] = {}
+        if spec.resume_from:
+            self.state = self.torch.load(start / STATE_FILE, map_location=self.device, weights_only=False)
+            self.optimizer.load_state_dict(self.state["optimizer"])
+            self.step = int(self.state["step"])
+            self.hooks.on_log(f"resumed from {start.name} (step {self.step})")
+
+    @staticmethod
+    def _lineage(start: Path) -> dict[str, Any]:
+        try:
+            data = json.loads((start / LINEAGE_FILE).read_text())
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _clip(self, params: Iterable[Any]) -> float:
+        limit = float(self.cfg["grad_clip"])
+        if limit <= 0:
+            norms = [p.grad.detach().norm() for p in params if p.grad is not None]
+            return float(self.torch.stack(norms).norm()) if norms else 0.0
+        return float(self.torch.nn.utils.clip_grad_norm_(list(params), limit))
+
+    def save(self, extra: Mapping[str, Any], metrics: Mapping[str, float]) -> Path:
+        """A checkpoint at the current step (atomic: a temporary directory renamed into place)."""
+        final = checkpoint_dir(self.out_dir, self.step)
+        tmp = final.with_name(final.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        self.model.save_pretrained(str(tmp))
+        self.codec.save(tmp)
+        lineage = {
+            **{k: v for k, v in self.lineage.items() if k in ("base", "seed", "built_by")},
+            "algorithm": self.spec.algorithm,
+            "step": self.step,
+            "parent": str(self.start_dir),
+        }
+        (tmp / LINEAGE_FILE).write_text(json.dumps(lineage, indent=2))
+        state = {"step": self.step, "optimizer": self.optimizer.state_dict(), **extra}
+        self.torch.save(state, tmp / STATE_FILE)
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        prune(self.out_dir, int(self.cfg.get("keep_checkpoints", 0)))
+        self.hooks.on_checkpoint(self.step, final, dict(metrics))
+        return final
+
+    def _sample(
+        self, messages: Sequence[Mapping[str, Any]], a11y: str | None, response: list[int]
+    ) -> Sample | None:
+        """A sample of the prompt and `response` (cut to max_seq_len - 1). A text prompt too long for
+        max_seq_len loses its start; a vision-language one cannot (its images would be cut): None."""
+        max_len = int(self.cfg["max_seq_len"])
+        resp = response[: max_len - 1]
+        prompt = self.codec.prompt_ids(messages, a11y)
+        if not self.codec.vision:
+            return Sample(fit_prompt(prompt, resp, max_len), resp)
+        if len(prompt) + len(resp) > max_len:
+            self.too_long += 1
+            return None
+        return Sample(prompt, resp, messages=messages)
+
+    def _images(self, samples: Sequence[Sample]) -> dict[str, Any]:
+        """The minibatch's image tensors, concatenated in sample order (the order of their image tokens
+        in the batch), in the model's dtype, on its device; empty for a text-only model."""
+        if not self.codec.vision:
+            return {}
+        parts: dict[str, list[Any]] = defaultdict(list)
+        for s in samples:
+            for key, value in self.codec.images(s.messages).items():
+                parts[key].append(value)
+        dtype = next(self.model.parameters()).dtype
+        out: dict[str, Any] = {}
+        for key, values in parts.items():
+            value = self.torch.cat(values, dim=0).to(self.device)
+            out[key] = value.to(dtype) if value.is_floating_point() else value
+        return out
