@@ -148,6 +148,7 @@ ENGINE_TESTS = (
     "tests/webapp/models/",
     "tests/webapp/episodes/",
     "tests/webapp/infra/test_migrations.py",
+    "tests/webapp/infra/test_job_states_migration.py",
     "tests/webapp/datasets/test_routing.py",
     "tests/webapp/datasets/test_exports.py",
     "tests/webapp/reviews/test_services.py",

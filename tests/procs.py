@@ -51,6 +51,7 @@ def child_db_env() -> dict[str, str]:
             auth += ":" + quote(s["PASSWORD"])
         env["DATABASE_URL"] = f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
     env["PYTHONUNBUFFERED"] = "1"
+    env["FLYWHEEL_TEST_SERVER"] = "1"  # static files served as in production (tests/settings.py)
     return env
 
 

@@ -1,7 +1,7 @@
 """What RL learns from: a finished rollout (RLEpisode) and its policy turns (RLTurn) as the sampler saw
 them. Here, at the bottom of agent_core.rl, so the estimators, losses and the experience pool need
-nothing above them; trainers (agent_core.training) and rollout sources (webapp, sandbox_workers) build
-and read them."""
+nothing above them; trainers (agent_core.training) and rollout sources (the webapp, the host's local
+rollouts) build and read them."""
 
 from __future__ import annotations
 

@@ -166,7 +166,7 @@ function connect() {
         status = m.status;
         $("[data-testid=status]").textContent = m.status;
         $("[data-testid=status]").className = `status status-${m.status}`;
-        if (m.status === "aborted") say(`The episode ended: ${m.error || "aborted"}`, true);
+        if (m.status === "failed" || m.status === "cancelled") say(`The episode ended: ${m.error || m.status}`, true);
         if (m.status === "finished") $("[data-testid=reward]").textContent = `Reward: ${m.reward}`;
         renderControl();
         break;

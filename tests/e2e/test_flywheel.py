@@ -180,7 +180,7 @@ def test_the_flywheel_after_a_small_real_run(platform: str, browser: Browser, pe
     admin.get_by_test_id("close-round").click()  # queued on `datasets`; the page follows its progress
     expect(admin.get_by_test_id("round-row")).to_have_count(2, timeout=120_000)
     second = FlywheelIteration.objects.get(number=2)
-    assert second.status == "closed" and second.stats["episodes"] == 3
+    assert second.status == "finished" and second.stats["episodes"] == 3
     assert second.stats["by_source"]["agent"] == {"n": 2, "v1": 2, "p_v1": 1.0}
     assert second.stats["by_source"]["human"] == {"n": 1, "v1": 0, "p_v1": 0.0}
     expect(admin.get_by_test_id("round-p").nth(0)).to_have_text("0.333")
@@ -200,7 +200,7 @@ def test_the_flywheel_after_a_small_real_run(platform: str, browser: Browser, pe
     download_link = admin.get_by_test_id("export-download")
     expect(download_link).to_be_visible(timeout=120_000)
     export = DatasetExport.objects.get()
-    assert export.status == "done" and export.manifest["records"] > 0
+    assert export.status == "finished" and export.manifest["records"] > 0
     with admin.expect_download() as info:
         download_link.click()
     body = Path(info.value.path()).read_bytes()

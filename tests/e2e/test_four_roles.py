@@ -214,7 +214,7 @@ def test_admin_annotator_researcher_and_reviewer_in_their_first_hour(
     admin.goto("/datasets/flywheel/")
     admin.get_by_test_id("close-round").click()
     expect(admin.get_by_test_id("round-row")).to_have_count(1, timeout=120_000)
-    until(lambda: FlywheelIteration.objects.filter(status="closed").exists(), "the round to close", 60)
+    until(lambda: FlywheelIteration.objects.filter(status="finished").exists(), "the round to close", 60)
     members = DatasetMembership.objects.filter(version__dataset__name=SFT_DATASET)
     assert set(members.values_list("episode_id", flat=True)) == {e.pk for e in rollouts}
     ct = DatasetMembership.objects.filter(version__dataset__name=CT_DATASET)

@@ -80,7 +80,7 @@ SMALL = {"max_steps": "12", "checkpoint_every": "4", "batch_size": "2", "max_seq
 
 def wait_for_run(page: Page) -> None:
     expect(page.get_by_test_id("run-live")).to_have_attribute(
-        "data-status", "succeeded", timeout=RUN_TIMEOUT_MS
+        "data-status", "finished", timeout=RUN_TIMEOUT_MS
     )
 
 
@@ -122,7 +122,7 @@ def test_admin_launches_follows_promotes_and_compares_runs(
     expect(loss).to_have_attribute("data-points", "24", timeout=15_000)  # 12 steps of loss and of lr
     assert_charts_append_only_new_points(admin, first)
     expect(admin.get_by_test_id("run-log")).to_contain_text("step 12/12")
-    expect(admin.get_by_test_id("run-log")).to_contain_text("succeeded at step 12")
+    expect(admin.get_by_test_id("run-log")).to_contain_text("finished at step 12")
     expect(admin.get_by_test_id("checkpoint-row")).to_have_count(3)
     admin.screenshot(path=SCREENSHOTS / "training-run.png", full_page=True)
 

@@ -125,7 +125,7 @@ def outcomes(batch: RolloutBatch) -> list[tuple[Any, ...]]:
             e.attempt,
             e.retry_of_id,
             e.stop_reason,
-            e.error_message,
+            e.error,
         )
         for e in Episode.objects.filter(batch=batch).order_by("pk")
     ]
@@ -153,7 +153,7 @@ def launch_run(page: Page, *, algorithm: str, name: str, policy: PolicyVersion, 
     expect(page.get_by_test_id("run-live")).to_be_visible()
     run = TrainingRun.objects.get(name=name)
     expect(page.get_by_test_id("run-live")).to_have_attribute(
-        "data-status", "succeeded", timeout=RUN_TIMEOUT_MS
+        "data-status", "finished", timeout=RUN_TIMEOUT_MS
     )
     return run
 
@@ -193,7 +193,7 @@ def test_the_whole_loop_from_the_pages(platform: str, browser: Browser, personas
     admin.goto("/datasets/flywheel/")
     admin.get_by_test_id("close-round").click()
     expect(admin.get_by_test_id("round-row")).to_have_count(1, timeout=120_000)
-    assert FlywheelIteration.objects.get(number=1).status == "closed"
+    assert FlywheelIteration.objects.get(number=1).status == "finished"
     sft_data = DatasetVersion.objects.get(dataset__name="flywheel-sft", number=1)
     assert sft_data.memberships.count() == 6
 
@@ -232,16 +232,14 @@ def test_the_whole_loop_from_the_pages(platform: str, browser: Browser, personas
     for batch, policy in ((after, rl_policy), (before, sft_policy)):
         episodes = Episode.objects.filter(batch=batch)
         assert {e.policy_version_id for e in episodes} == {policy.pk}
-        assert all(e.status == "finished" and not e.env_error for e in episodes), [
-            e.error_message for e in episodes
-        ]
+        assert all(e.status == "finished" and not e.env_error for e in episodes), [e.error for e in episodes]
     researcher.screenshot(path=SCREENSHOTS / "training-loop-batch.png", full_page=True)
 
     # 6. The SFT and RL policies merged half and half (parameter interpolation) on the datasets worker.
     merge = policy_merge_request(sources=[(sft_policy, 0.5), (rl_policy, 0.5)], by=personas.admin)
-    until(lambda: PolicyMerge.objects.get(pk=merge.pk).status in ("succeeded", "failed"), "the merge")
+    until(lambda: PolicyMerge.objects.get(pk=merge.pk).status in ("finished", "failed"), "the merge")
     merge.refresh_from_db()
-    assert merge.status == "succeeded" and merge.policy is not None, merge.error_message
+    assert merge.status == "finished" and merge.policy is not None, merge.error
     assert merge.policy.config == sft_policy.config
     policy_for(merge.policy).close()  # a policy rollouts can load
     print(

@@ -19,8 +19,8 @@ from channels.db import database_sync_to_async
 from django.db import close_old_connections
 
 from agent_core.actions import ActionError
+from agent_core.data.recording import MAX_T
 from agent_core.env import EnvError
-from agent_core.recording import MAX_T
 from sandbox_workers.base import SandboxError
 from webapp.annotation.services import DemoError
 from webapp.annotation.session import LiveSession
@@ -270,7 +270,7 @@ class SessionConsumer(JsonSocketConsumer):
                 "type": "submitted",
                 "reward": episode.reward,
                 "status": episode.status,
-                "error": episode.error_message,
+                "error": episode.error,
             }
         )
 

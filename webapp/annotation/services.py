@@ -202,7 +202,7 @@ def _fail(episode: Episode, lease: Lease | None, message: str) -> None:
         with contextlib.suppress(SandboxError, EnvError):
             lease_end(lease=lease, recycle=True)
     with contextlib.suppress(EpisodeStateError):
-        episode_finish(episode=episode, reward=None, env_error=True, error_message=message[:5000])
+        episode_finish(episode=episode, reward=None, env_error=True, error=message)
     Assignment.objects.filter(episode=episode, state=Assignment.State.IN_PROGRESS).update(
         state=Assignment.State.OPEN, episode=None
     )
@@ -256,7 +256,7 @@ def demo_renew(*, episode: Episode, env: SandboxEnv) -> None:
     Lease.objects.filter(holder=f"episode:{episode.pk}", state=Lease.State.ACTIVE).update(
         heartbeat_at=timezone.now(), expires_at=datetime.fromtimestamp(expires, tz=UTC)
     )
-    Episode.objects.filter(pk=episode.pk, status=Episode.Status.RUNNING).update(heartbeat_at=timezone.now())
+    Episode.beat(episode.pk)
 
 
 # --- ending -------------------------------------------------------------------------------------------
@@ -303,7 +303,7 @@ def demo_abandon(
 ) -> Episode:
     """Stop a demonstration without scoring it; the sandbox goes back, the assignment reopens."""
     _check_owner(episode, user)
-    episode = episode_abort(episode=episode, reason=reason)
+    episode = episode_abort(episode=episode, reason=reason, status=Episode.Status.CANCELLED)
     _release_quietly(episode)
     Assignment.objects.filter(episode=episode, state=Assignment.State.IN_PROGRESS).update(
         state=Assignment.State.OPEN, episode=None

@@ -15,7 +15,7 @@ def demo_prepare_task(episode_id: int) -> dict[str, Any] | None:
     episode = demo_prepare(episode_id=episode_id)
     if episode is None:
         return None
-    return {"episode": episode.pk, "status": episode.status, "error": episode.error_message}
+    return {"episode": episode.pk, "status": episode.status, "error": episode.error}
 
 
 @shared_task(name="webapp.annotation.tasks.demos_reap_task")

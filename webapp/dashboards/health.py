@@ -57,9 +57,7 @@ def _combine(summaries: Iterable[dict[str, Any]]) -> dict[str, float | None]:
 def _env_errors_since(since: datetime, group: str) -> dict[Any, dict[str, int]]:
     """Ended episodes and env_errors among them since `since`, grouped by `group` (a values() path)."""
     rows = (
-        Episode.objects.filter(
-            status__in=[Episode.Status.FINISHED, Episode.Status.ABORTED], finished_at__gte=since
-        )
+        Episode.objects.filter(status__in=Episode.ENDED, finished_at__gte=since)
         .values(group)
         .annotate(ended=Count("pk"), env_errors=Count("pk", filter=Q(env_error=True)))
     )
@@ -108,10 +106,26 @@ def health_now(*, now: datetime | None = None) -> dict[str, Any]:
         Sandbox.objects.exclude(state=Sandbox.State.STOPPED).only("host_id", "profile", "state", "latency")
     )
     since = now - ENV_ERROR_WINDOW
-    by_host_errors = _env_errors_since(since, "sandbox__host__name")
-    by_profile_errors = _env_errors_since(since, "task__env_profile")
+    depths = queue_depths()
+    return {
+        "taken_at": now.isoformat(),
+        "hosts": _host_rows(hosts, alive, live, _env_errors_since(since, "sandbox__host__name")),
+        "profiles": _profile_rows(hosts, alive, live, _env_errors_since(since, "task__env_profile")),
+        "queues": [{"queue": q, "depth": d} for q, d in depths.items()],
+        "broker": UNAVAILABLE if any(d is None for d in depths.values()) else "ok",
+    }
 
-    host_rows = []
+
+NO_ERRORS = {"ended": 0, "env_errors": 0}
+
+
+def _host_rows(
+    hosts: list[SandboxHost],
+    alive: dict[int, bool],
+    live: list[Sandbox],
+    errors_by: dict[Any, dict[str, int]],
+) -> list[dict[str, Any]]:
+    rows = []
     for h in hosts:
         mine = [s for s in live if s.host_id == h.pk]
         leased = sum(1 for s in mine if s.state == Sandbox.State.LEASED)
@@ -119,8 +133,8 @@ def health_now(*, now: datetime | None = None) -> dict[str, Any]:
         counters = {k: int((report.get("counters") or {}).get(k, 0)) for k in COUNTERS}
         wait = (report.get("lease_latency_ms") or {}).get("all") or {}
         reset = _combine((s.latency or {}).get("reset") or {} for s in mine)
-        errors = by_host_errors.get(h.name, {"ended": 0, "env_errors": 0})
-        host_rows.append(
+        errors = errors_by.get(h.name, NO_ERRORS)
+        rows.append(
             {
                 "host": h.name,
                 "alive": alive[h.pk],
@@ -142,7 +156,15 @@ def health_now(*, now: datetime | None = None) -> dict[str, Any]:
                 "env_error_rate": _ratio(errors["env_errors"], errors["ended"]),
             }
         )
+    return rows
 
+
+def _profile_rows(
+    hosts: list[SandboxHost],
+    alive: dict[int, bool],
+    live: list[Sandbox],
+    errors_by: dict[Any, dict[str, int]],
+) -> list[dict[str, Any]]:
     # Profiles pool over the hosts that are alive: a silent host's last report says nothing now.
     by_profile: dict[str, list[Sandbox]] = defaultdict(list)
     for s in live:
@@ -154,13 +176,13 @@ def health_now(*, now: datetime | None = None) -> dict[str, Any]:
             for name, cfg in (h.capacity or {}).items():
                 if isinstance(cfg, dict):
                     capacity[name] += int(cfg.get("max_total") or 0)
-    profile_rows = []
-    for name in sorted(set(by_profile) | set(capacity) | {p for p in by_profile_errors if p}):
+    rows = []
+    for name in sorted(set(by_profile) | set(capacity) | {p for p in errors_by if p}):
         mine = by_profile.get(name, [])
         leased = sum(1 for s in mine if s.state == Sandbox.State.LEASED)
         reset = _combine((s.latency or {}).get("reset") or {} for s in mine)
-        errors = by_profile_errors.get(name, {"ended": 0, "env_errors": 0})
-        profile_rows.append(
+        errors = errors_by.get(name, NO_ERRORS)
+        rows.append(
             {
                 "profile": name,
                 "capacity": capacity.get(name, 0),
@@ -176,15 +198,7 @@ def health_now(*, now: datetime | None = None) -> dict[str, Any]:
                 "env_error_rate": _ratio(errors["env_errors"], errors["ended"]),
             }
         )
-
-    depths = queue_depths()
-    return {
-        "taken_at": now.isoformat(),
-        "hosts": host_rows,
-        "profiles": profile_rows,
-        "queues": [{"queue": q, "depth": d} for q, d in depths.items()],
-        "broker": UNAVAILABLE if any(d is None for d in depths.values()) else "ok",
-    }
+    return rows
 
 
 # --- over time, from the samples ------------------------------------------------------------------

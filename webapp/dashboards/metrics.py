@@ -36,7 +36,9 @@ def latest_round() -> dict[str, Any] | None:
         from webapp.datasets.models import FlywheelIteration
     except ImportError:  # pragma: no cover (the datasets app is part of the project)
         return None
-    closed = FlywheelIteration.objects.filter(status="closed").order_by("-number").first()
+    closed = (
+        FlywheelIteration.objects.filter(status=FlywheelIteration.Status.FINISHED).order_by("-number").first()
+    )
     if closed is None:
         return None
     stats = closed.stats if isinstance(closed.stats, dict) else {}

@@ -33,6 +33,11 @@ class Card:
 
 def home_cards(*, user: AbstractBaseUser) -> list[Card]:
     """One card per thing the user can act on, in the order a person would do them."""
+    return _work_cards(user) + _watch_cards(user)
+
+
+def _work_cards(user: AbstractBaseUser) -> list[Card]:
+    """What waits on the user's own hands: demonstrations and reviews."""
     cards: list[Card] = []
     if user.has_perm("episodes.annotate"):
         mine = Episode.objects.filter(annotator=user).count()
@@ -67,6 +72,12 @@ def home_cards(*, user: AbstractBaseUser) -> list[Card]:
                 "Open the queue",
             )
         )
+    return cards
+
+
+def _watch_cards(user: AbstractBaseUser) -> list[Card]:
+    """What the user follows and steers: rollouts, training, sandbox hosts, people."""
+    cards: list[Card] = []
     if user.has_perm("episodes.view_all_episodes"):
         running = Episode.objects.filter(status=Episode.Status.RUNNING).count()
         cards.append(

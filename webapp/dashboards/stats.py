@@ -23,9 +23,11 @@ from webapp.reviews.selectors import PairAgreement, demonstration_agreement, rev
 
 BUCKETS = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
 MAX_BUCKETS = 24 * 14  # two weeks of hours, three hundred days of days: enough for one chart
-ENDED = (Episode.Status.FINISHED, Episode.Status.ABORTED)
+ENDED = Episode.ENDED
 ATTEMPT = Q(status=Episode.Status.FINISHED, env_error=False)
 SUCCESS = ATTEMPT & Q(reward__gte=1.0)
+# The "aborted" outcome: ended before its end, not by an infrastructure failure (abandoned, lost).
+ABORTED = (Episode.Status.FAILED, Episode.Status.CANCELLED)
 
 
 def bucket_start(at: datetime, bucket: str) -> datetime:
@@ -105,7 +107,7 @@ def success_over_time(
             attempts=Count("pk", filter=ATTEMPT),
             successes=Count("pk", filter=SUCCESS),
             env_errors=Count("pk", filter=Q(env_error=True)),
-            aborted=Count("pk", filter=Q(status=Episode.Status.ABORTED, env_error=False)),
+            aborted=Count("pk", filter=Q(status__in=ABORTED, env_error=False)),
         )
     )
     tasks: dict[str, _Tally] = {}
@@ -154,7 +156,7 @@ def success_by_policy_and_task(*, since: datetime | None = None) -> list[dict[st
         attempts=Count("pk", filter=ATTEMPT),
         successes=Count("pk", filter=SUCCESS),
         env_errors=Count("pk", filter=Q(env_error=True)),
-        aborted=Count("pk", filter=Q(status=Episode.Status.ABORTED, env_error=False)),
+        aborted=Count("pk", filter=Q(status__in=ABORTED, env_error=False)),
     )
     return [
         {

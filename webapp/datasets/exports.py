@@ -25,8 +25,8 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agent_core.coords import COORD_SPACES
-from agent_core.export import ExportOptions, export_trajectories
+from agent_core.actions.coords import COORD_SPACES
+from agent_core.data.export import ExportOptions, export_trajectories
 from agent_core.flywheel import TrajectoryView, Verdict
 from webapp.common.params import parse_whole
 from webapp.common.queue import DATASET_EXPORT, enqueue_or_note
@@ -146,8 +146,11 @@ def export_create(
 
 def _enqueue(export_id: int) -> None:
     def fail(why: str) -> None:  # the broker is down: say so on the export rather than leave it pending
-        DatasetExport.objects.filter(pk=export_id, status=DatasetExport.Status.PENDING).update(
-            status=DatasetExport.Status.FAILED, error=f"{why}; try again later", finished_at=timezone.now()
+        DatasetExport.end(
+            export_id,
+            DatasetExport.Status.FAILED,
+            error=f"{why}; try again later",
+            whence=[DatasetExport.Status.PENDING],
         )
 
     enqueue_or_note(DATASET_EXPORT, export_id, note=fail)
@@ -156,14 +159,7 @@ def _enqueue(export_id: int) -> None:
 def export_run(*, export_id: int) -> DatasetExport | None:
     """Write one pending export to disk; a second delivery (or a cancelled export) does nothing."""
     started = time.perf_counter()
-    now = timezone.now()
-    claimed = DatasetExport.objects.filter(pk=export_id, status=DatasetExport.Status.PENDING).update(
-        status=DatasetExport.Status.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
-        worker=f"{socket.gethostname()}:{os.getpid()}",
-    )
-    if claimed != 1:
+    if DatasetExport.claim(export_id, worker=f"{socket.gethostname()}:{os.getpid()}") is None:
         return None
     export = DatasetExport.objects.select_related("version__dataset").get(pk=export_id)
     tmp = _tmp_dir(export.pk)
@@ -176,17 +172,17 @@ def export_run(*, export_id: int) -> DatasetExport | None:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         size = sum(p.stat().st_size for p in final.rglob("*") if p.is_file())
-        done = DatasetExport.objects.filter(pk=export.pk, status=DatasetExport.Status.RUNNING).update(
-            status=DatasetExport.Status.DONE,
+        done = DatasetExport.end(
+            export.pk,
+            DatasetExport.Status.FINISHED,
             path=str(export.pk),
             bytes=size,
             manifest=manifest,
             done_steps=manifest.get("steps", export.total_steps),
             done_episodes=manifest.get("episodes", export.total_episodes),
-            finished_at=timezone.now(),
             heartbeat_at=timezone.now(),
         )
-        if done != 1:  # cancelled at the last moment: the files go too
+        if not done:  # cancelled at the last moment: the files go too
             shutil.rmtree(final, ignore_errors=True)
             raise ExportCancelled()
     except ExportCancelled:
@@ -196,11 +192,7 @@ def export_run(*, export_id: int) -> DatasetExport | None:
     except Exception as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         log.exception("export %d failed", export.pk)
-        DatasetExport.objects.filter(pk=export.pk, status=DatasetExport.Status.RUNNING).update(
-            status=DatasetExport.Status.FAILED,
-            error=f"{type(exc).__name__}: {exc}"[:2000],
-            finished_at=timezone.now(),
-        )
+        DatasetExport.end(export.pk, DatasetExport.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
         return DatasetExport.objects.get(pk=export.pk)
     export.refresh_from_db()
     log.info(
@@ -226,10 +218,7 @@ def _write(export: DatasetExport, out_dir: Path) -> dict[str, Any]:
         if time.monotonic() - last[0] < _PROGRESS_EVERY_S:
             return
         last[0] = time.monotonic()
-        alive = DatasetExport.objects.filter(pk=export.pk, status=DatasetExport.Status.RUNNING).update(
-            done_steps=steps_done, done_episodes=episodes_done, heartbeat_at=timezone.now()
-        )
-        if alive != 1:
+        if not DatasetExport.beat(export.pk, done_steps=steps_done, done_episodes=episodes_done):
             raise ExportCancelled()
 
     membership = dict(version.memberships.values_list("episode_id", "validator"))
@@ -266,8 +255,8 @@ def _write(export: DatasetExport, out_dir: Path) -> dict[str, Any]:
 
 def export_cancel(*, export: DatasetExport) -> DatasetExport:
     """Stop a pending or running export; its job notices within a second and removes its files."""
-    DatasetExport.objects.filter(pk=export.pk, status__in=DatasetExport.ACTIVE).update(
-        status=DatasetExport.Status.CANCELLED, finished_at=timezone.now(), error="cancelled"
+    DatasetExport.end(
+        export.pk, DatasetExport.Status.CANCELLED, error="cancelled", whence=DatasetExport.ACTIVE
     )
     export.refresh_from_db()
     if export.status != DatasetExport.Status.CANCELLED:
@@ -277,11 +266,8 @@ def export_cancel(*, export: DatasetExport) -> DatasetExport:
 
 def exports_reap(*, stale_seconds: int = EXPORT_STALE_SECONDS) -> int:
     """Fail exports whose job stopped answering (a killed worker) and remove left-over temporary folders."""
-    limit = timezone.now() - timedelta(seconds=stale_seconds)
     stale = list(
-        DatasetExport.objects.filter(status=DatasetExport.Status.RUNNING, heartbeat_at__lt=limit).values_list(
-            "pk", flat=True
-        )
+        DatasetExport.stale(silent_for=timedelta(seconds=stale_seconds)).values_list("pk", flat=True)
     )
     failed = DatasetExport.objects.filter(pk__in=stale, status=DatasetExport.Status.RUNNING).update(
         status=DatasetExport.Status.FAILED,
@@ -307,8 +293,8 @@ def exports_reap(*, stale_seconds: int = EXPORT_STALE_SECONDS) -> int:
 
 def export_root(*, export: DatasetExport) -> Path:
     """The finished export's folder; DatasetError when it is not (or no longer) there."""
-    if export.status != DatasetExport.Status.DONE or not export.path:
-        raise DatasetError(f"export #{export.pk} is {export.status}, not done: nothing to download yet")
+    if export.status != DatasetExport.Status.FINISHED or not export.path:
+        raise DatasetError(f"export #{export.pk} is {export.status}, not finished: nothing to download yet")
     root = exports_dir() / export.path
     if not (root / "manifest.json").is_file():
         raise DatasetError(f"export #{export.pk}'s files are gone from the server; export again")

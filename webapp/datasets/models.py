@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from webapp.common.jobs import Job, ended_has_finished_at
+
 
 class ImmutableVersionError(Exception):
     """A sealed dataset version was asked to change."""
@@ -34,20 +36,17 @@ class Dataset(models.Model):
         return self.name
 
 
-class FlywheelIteration(models.Model):
-    """One round of the flywheel: roll out a policy, route trajectories, write dataset versions, train."""
+class FlywheelIteration(Job):
+    """One round of the flywheel: roll out a policy, route trajectories, write dataset versions, train.
 
-    class Status(models.TextChoices):
-        # A round is written by one job: "closing" while it routes (the row is the lock: at most
-        # one closing round), "closed" once its dataset versions are sealed.
-        CLOSING = "closing"
-        CLOSED = "closed"
+    A job written by one worker: running while it routes (the row is the lock: at most one running
+    round), finished once its dataset versions are sealed. A round that fails leaves nothing: its row
+    is removed with everything it wrote (its versions are written in one transaction at the end)."""
 
     number = models.PositiveIntegerField(unique=True)
     policy_version = models.ForeignKey(
         "policies.PolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="iterations"
     )
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.CLOSING)
     stats = models.JSONField(default=dict, blank=True)
     progress = models.JSONField(default=dict, blank=True, help_text="While closing: episodes done / total")
     notes = models.TextField(blank=True)
@@ -55,16 +54,14 @@ class FlywheelIteration(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     cutoff = models.DateTimeField(null=True, blank=True, help_text="Episodes finished up to here are routed")
-    started_at = models.DateTimeField(auto_now_add=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-number"]
         constraints = [
             models.UniqueConstraint(
-                fields=["status"], condition=Q(status="closing"), name="flywheel_one_round_closing"
-            )
+                fields=["status"], condition=Q(status="running"), name="flywheel_one_round_running"
+            ),
+            ended_has_finished_at("flywheel_ended_has_finished_at"),
         ]
 
     def __str__(self) -> str:
@@ -176,7 +173,7 @@ class VersionWithdrawal(models.Model):
         return f"{self.version} withdrawn"
 
 
-class DatasetExport(models.Model):
+class DatasetExport(Job):
     """One export of a dataset version to files: a background job with progress, then a folder."""
 
     class Kind(models.TextChoices):
@@ -188,20 +185,10 @@ class DatasetExport(models.Model):
         JSONL = "jsonl", "JSONL"
         PARQUET = "parquet", "Parquet"
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-
-    ACTIVE = (Status.PENDING, Status.RUNNING)
-
     version = models.ForeignKey(DatasetVersion, on_delete=models.PROTECT, related_name="exports")
     kind = models.CharField(max_length=10, choices=Kind.choices)
     fmt = models.CharField(max_length=8, choices=Format.choices)
     options = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     total_steps = models.PositiveIntegerField(default=0)
     total_episodes = models.PositiveIntegerField(default=0)
     done_steps = models.PositiveIntegerField(default=0)
@@ -209,15 +196,10 @@ class DatasetExport(models.Model):
     path = models.CharField(max_length=300, blank=True, help_text="The finished folder, under EXPORTS_DIR")
     bytes = models.BigIntegerField(default=0)
     manifest = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
-    worker = models.CharField(max_length=200, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -230,6 +212,7 @@ class DatasetExport(models.Model):
             ),
             models.CheckConstraint(condition=Q(kind__in=["sft", "ct", "agentnet"]), name="export_kind_valid"),
             models.CheckConstraint(condition=Q(fmt__in=["jsonl", "parquet"]), name="export_fmt_valid"),
+            ended_has_finished_at("export_ended_has_finished_at"),
         ]
         indexes = [models.Index(fields=["status", "heartbeat_at"], name="export_status_heartbeat_idx")]
 
@@ -239,12 +222,8 @@ class DatasetExport(models.Model):
     @property
     def percent(self) -> int:
         """Progress in whole percent of the version's steps (100 once done)."""
-        if self.status == self.Status.DONE:
+        if self.status == self.Status.FINISHED:
             return 100
         if not self.total_steps:
             return 0
         return min(99, int(100 * self.done_steps / self.total_steps))
-
-    @property
-    def is_active(self) -> bool:
-        return self.status in self.ACTIVE

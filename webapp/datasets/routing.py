@@ -12,6 +12,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -193,26 +194,29 @@ class _Tally:
 
 
 def _claim_round(*, created_by: AbstractBaseUser | None, notes: str) -> FlywheelIteration:
-    """The next round's row, in state closing; refused while another round is closing."""
+    """The next round's row, running (closing it); refused while another round is closing."""
     try:
         with transaction.atomic():
             number = (FlywheelIteration.objects.aggregate(n=Max("number"))["n"] or 0) + 1
+            now = timezone.now()
             return FlywheelIteration.objects.create(
                 number=number,
-                status=FlywheelIteration.Status.CLOSING,
+                status=FlywheelIteration.Status.RUNNING,
+                attempt=1,
                 created_by=created_by,
                 notes=notes,
-                heartbeat_at=timezone.now(),
+                started_at=now,
+                heartbeat_at=now,
             )
     except IntegrityError:
-        closing = FlywheelIteration.objects.filter(status=FlywheelIteration.Status.CLOSING).first()
+        closing = FlywheelIteration.objects.filter(status=FlywheelIteration.Status.RUNNING).first()
         if closing is not None:
             raise RoundError(f"round {closing.number} is closing now; wait for it to finish") from None
         raise RoundError("another round was closed at the same moment; try again") from None
 
 
 def flywheel_round_start(*, created_by: AbstractBaseUser | None = None, notes: str = "") -> FlywheelIteration:
-    """Claim the next round (state closing); flywheel_round_close then routes and writes it."""
+    """Claim the next round (running); flywheel_round_close then routes and writes it."""
     return _claim_round(created_by=created_by, notes=notes)
 
 
@@ -227,21 +231,79 @@ def flywheel_round_close(
     if iteration is None:
         iteration = _claim_round(created_by=created_by, notes=notes)
     iteration.refresh_from_db()
-    if iteration.status == FlywheelIteration.Status.CLOSED:
+    if iteration.status == FlywheelIteration.Status.FINISHED:
         return iteration
     try:
         return _close(iteration, started)
     except BaseException:
         # Nothing of a failed round is kept: its versions are written in one transaction at the
         # end, so removing the claim leaves the flywheel exactly as it was.
-        FlywheelIteration.objects.filter(pk=iteration.pk, status=FlywheelIteration.Status.CLOSING).delete()
+        FlywheelIteration.objects.filter(pk=iteration.pk, status=FlywheelIteration.Status.RUNNING).delete()
         raise
+
+
+@dataclass
+class _Routed:
+    """What routing one round's episodes found: verdicts by dataset and the figures of the new ones."""
+
+    total: int
+    verdicts: dict[str, dict[int, dict[str, Any]]] = field(default_factory=lambda: {"sft": {}, "ct": {}})
+    by_source: _Tally = field(default_factory=_Tally)
+    by_suite: _Tally = field(default_factory=_Tally)
+    by_task: _Tally = field(default_factory=_Tally)
+    policies: Counter[str] = field(default_factory=Counter)
+    failed_checks: Counter[str] = field(default_factory=Counter)
+    new: int = 0
+    new_v1: int = 0
+
+    def count_new(self, traj: TrajectoryView, verdict: Verdict) -> None:
+        self.new += 1
+        self.new_v1 += verdict.v
+        self.by_source.add(traj.source, verdict.v)
+        self.by_task.add(traj.task, verdict.v)
+        for suite in traj.suites or ("(no suite)",):
+            self.by_suite.add(suite, verdict.v)
+        if traj.policy_version:
+            self.policies[traj.policy_version] += 1
+        self.failed_checks.update(k for k, ok in verdict.checks.items() if ok is False)
+
+
+def _route(iteration: FlywheelIteration, cutoff: datetime, window_from: datetime | None) -> _Routed:
+    """Validate and route every routable episode up to `cutoff`, heartbeating the round as it goes."""
+    queryset = routable_episodes(cutoff=cutoff)
+    routed = _Routed(total=queryset.count())
+    last_beat = time.monotonic()
+    for done, (episode, traj) in enumerate(trajectories(queryset), start=1):
+        verdict = validate(traj)
+        routed.verdicts[route(verdict)][episode.pk] = verdict.to_json()
+        if window_from is None or episode.finished_at > window_from:
+            routed.count_new(traj, verdict)
+        if time.monotonic() - last_beat >= 1.0 or done == routed.total:
+            last_beat = time.monotonic()
+            FlywheelIteration.beat(iteration.pk, progress={"done": done, "total": routed.total})
+    return routed
+
+
+def _excluded(cutoff: datetime, window_from: datetime | None) -> dict[str, int]:
+    # Not routed: infrastructure failures (failed, env_error) and episodes that ended early otherwise
+    # (a demonstration abandoned, or one that lost its sandbox): "aborted" in the round's figures.
+    ended = Episode.objects.filter(
+        status__in=[Episode.Status.FAILED, Episode.Status.CANCELLED], finished_at__lte=cutoff
+    )
+    if window_from is not None:
+        ended = ended.filter(finished_at__gt=window_from)
+    return {
+        "env_error": ended.filter(env_error=True).count(),
+        "aborted": ended.filter(env_error=False).count(),
+    }
 
 
 def _close(iteration: FlywheelIteration, started: float) -> FlywheelIteration:
     sft, ct = flywheel_datasets()
     previous = (
-        FlywheelIteration.objects.filter(status=FlywheelIteration.Status.CLOSED, number__lt=iteration.number)
+        FlywheelIteration.objects.filter(
+            status=FlywheelIteration.Status.FINISHED, number__lt=iteration.number
+        )
         .order_by("-number")
         .first()
     )
@@ -254,51 +316,19 @@ def _close(iteration: FlywheelIteration, started: float) -> FlywheelIteration:
     was_sft = set(parent_sft.memberships.values_list("episode_id", flat=True)) if parent_sft else set()
     was_ct = set(parent_ct.memberships.values_list("episode_id", flat=True)) if parent_ct else set()
 
-    queryset = routable_episodes(cutoff=cutoff)
-    total = queryset.count()
-    verdicts: dict[str, dict[int, dict[str, Any]]] = {"sft": {}, "ct": {}}
-    by_source, by_suite, by_task, policies = _Tally(), _Tally(), _Tally(), Counter[str]()
-    failed_checks: Counter[str] = Counter()
-    new = new_v1 = 0
-    last_beat = time.monotonic()
-    for done, (episode, traj) in enumerate(trajectories(queryset), start=1):
-        verdict = validate(traj)
-        verdicts[route(verdict)][episode.pk] = verdict.to_json()
-        if window_from is None or episode.finished_at > window_from:
-            new += 1
-            new_v1 += verdict.v
-            by_source.add(traj.source, verdict.v)
-            by_task.add(traj.task, verdict.v)
-            for suite in traj.suites or ("(no suite)",):
-                by_suite.add(suite, verdict.v)
-            if traj.policy_version:
-                policies[traj.policy_version] += 1
-            failed_checks.update(k for k, ok in verdict.checks.items() if ok is False)
-        if time.monotonic() - last_beat >= 1.0 or done == total:
-            last_beat = time.monotonic()
-            FlywheelIteration.objects.filter(pk=iteration.pk).update(
-                progress={"done": done, "total": total}, heartbeat_at=timezone.now()
-            )
-
+    routed = _route(iteration, cutoff, window_from)
+    total, verdicts, new = routed.total, routed.verdicts, routed.new
     now_sft, now_ct = set(verdicts["sft"]), set(verdicts["ct"])
-    # Infrastructure failures end as aborted with env_error; other aborts were abandoned or stopped.
-    ended = Episode.objects.filter(status=Episode.Status.ABORTED, finished_at__lte=cutoff)
-    if window_from is not None:
-        ended = ended.filter(finished_at__gt=window_from)
-    excluded = {
-        "env_error": ended.filter(env_error=True).count(),
-        "aborted": ended.filter(env_error=False).count(),
-    }
     stats = {
         "episodes": new,
-        "v1": new_v1,
-        "p_v1": round(new_v1 / new, 4) if new else None,
-        "by_source": by_source.to_json(),
-        "by_suite": by_suite.to_json(),
-        "by_task": by_task.to_json(),
-        "failed_checks": dict(sorted(failed_checks.items())),
-        "policies": dict(policies.most_common()),
-        "excluded": excluded,
+        "v1": routed.new_v1,
+        "p_v1": round(routed.new_v1 / new, 4) if new else None,
+        "by_source": routed.by_source.to_json(),
+        "by_suite": routed.by_suite.to_json(),
+        "by_task": routed.by_task.to_json(),
+        "failed_checks": dict(sorted(routed.failed_checks.items())),
+        "policies": dict(routed.policies.most_common()),
+        "excluded": _excluded(cutoff, window_from),
         "total": {"episodes": total, "sft": len(now_sft), "ct": len(now_ct)},
         "moved": {"sft_to_ct": len(was_sft & now_ct), "ct_to_sft": len(was_ct & now_sft)},
         "window": {"from": window_from.isoformat() if window_from else None, "to": cutoff.isoformat()},
@@ -306,17 +336,16 @@ def _close(iteration: FlywheelIteration, started: float) -> FlywheelIteration:
     with transaction.atomic():
         # Lock the round row: a reaper that judged this job dead cannot remove it under us.
         locked = FlywheelIteration.objects.select_for_update(no_key=True).filter(pk=iteration.pk).first()
-        if locked is None or locked.status != FlywheelIteration.Status.CLOSING:
+        if locked is None or locked.status != FlywheelIteration.Status.RUNNING:
             raise RoundError(f"round {iteration.number} was given up while it was closing; close a new one")
         sft_version = _write_version(sft, parent_sft, was_sft, verdicts["sft"], iteration)
         ct_version = _write_version(ct, parent_ct, was_ct, verdicts["ct"], iteration)
         stats["versions"] = {"sft": sft_version.pk, "ct": ct_version.pk}
-        policy = _policy_of(policies)
-        FlywheelIteration.objects.filter(pk=iteration.pk).update(
-            status=FlywheelIteration.Status.CLOSED,
+        FlywheelIteration.end(
+            iteration.pk,
+            FlywheelIteration.Status.FINISHED,
             stats=stats,
-            policy_version=policy,
-            finished_at=timezone.now(),
+            policy_version=_policy_of(routed.policies),
             progress={"done": total, "total": total},
         )
     iteration.refresh_from_db()
@@ -367,11 +396,8 @@ def _policy_of(policies: Counter[str]) -> Any:
 
 
 def flywheel_rounds_reap(*, stale_seconds: int = ROUND_STALE_SECONDS) -> int:
-    """Remove closing rounds whose job died (killed worker): the next close can then run."""
-    limit = timezone.now() - timedelta(seconds=stale_seconds)
-    removed, _ = FlywheelIteration.objects.filter(
-        status=FlywheelIteration.Status.CLOSING, heartbeat_at__lt=limit
-    ).delete()
+    """Remove running rounds whose job died (killed worker): the next close can then run."""
+    removed, _ = FlywheelIteration.stale(silent_for=timedelta(seconds=stale_seconds)).delete()
     if removed:
         log.warning("removed %d flywheel round(s) whose closing job stopped answering", removed)
     return removed
@@ -382,7 +408,7 @@ def round_enqueue(*, created_by: AbstractBaseUser | None = None, notes: str = ""
     iteration = flywheel_round_start(created_by=created_by, notes=notes)
 
     def free_claim(why: str) -> None:  # the broker is down: the next attempt may run
-        FlywheelIteration.objects.filter(pk=iteration.pk, status=FlywheelIteration.Status.CLOSING).delete()
+        FlywheelIteration.objects.filter(pk=iteration.pk, status=FlywheelIteration.Status.RUNNING).delete()
 
     def enqueue() -> None:
         if enqueue_or_note(FLYWHEEL_ROUND, iteration.pk, note=free_claim) is None:

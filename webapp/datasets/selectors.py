@@ -29,7 +29,7 @@ def versions_of(*, dataset: Dataset) -> QuerySet[DatasetVersion]:
     """A dataset's versions, newest first."""
     return (
         dataset.versions.select_related("parent", "iteration", "withdrawal")
-        .annotate(n_exports=Count("exports", filter=Q(exports__status=DatasetExport.Status.DONE)))
+        .annotate(n_exports=Count("exports", filter=Q(exports__status=DatasetExport.Status.FINISHED)))
         .order_by("-number")
     )
 
@@ -161,7 +161,7 @@ def versions_diff(*, a: DatasetVersion, b: DatasetVersion) -> VersionDiff:
 def rounds_closed() -> QuerySet[FlywheelIteration]:
     """Closed flywheel rounds, oldest first, with their versions."""
     return (
-        FlywheelIteration.objects.filter(status=FlywheelIteration.Status.CLOSED)
+        FlywheelIteration.objects.filter(status=FlywheelIteration.Status.FINISHED)
         .select_related("policy_version")
         .prefetch_related("dataset_versions__dataset")
         .order_by("number")
@@ -170,7 +170,7 @@ def rounds_closed() -> QuerySet[FlywheelIteration]:
 
 def round_closing() -> FlywheelIteration | None:
     """The round being closed now, if any."""
-    return FlywheelIteration.objects.filter(status=FlywheelIteration.Status.CLOSING).first()
+    return FlywheelIteration.objects.filter(status=FlywheelIteration.Status.RUNNING).first()
 
 
 SOURCES = [s.value for s in Source]

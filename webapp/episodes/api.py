@@ -70,7 +70,7 @@ class EpisodeOut(Schema):
     seed: int
     reward: float | None
     env_error: bool
-    error_message: str
+    error: str
     num_steps: int
     final_screenshot_url: str | None = Field(
         None, description="The screen after the last action (the result), once the episode has ended"

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from webapp.common.jobs import Job, ended_has_finished_at
+
 
 class Source(models.TextChoices):
     HUMAN = "human", "Human demonstration"
@@ -18,18 +20,17 @@ class Actor(models.TextChoices):
     AGENT = "agent"
 
 
-class Episode(models.Model):
-    """One attempt at a task by a human, an agent or both, on one sandbox."""
+class Episode(Job):
+    """One attempt at a task by a human, an agent or both, on one sandbox. A job (webapp.common.jobs):
+    finished when it ran to its end (its reward says how the agent did), failed when it could not
+    (`env_error`: the platform's fault, re-run as a new episode; a demonstration that lost its
+    sandbox), cancelled when its annotator abandoned it."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        FINISHED = "finished"
-        ABORTED = "aborted"
+    # Each attempt at a task and seed is an episode of its own (a re-run points at the one it replaces).
+    CLAIM_COUNTS_ATTEMPT = False
 
     task = models.ForeignKey("catalog.Task", on_delete=models.PROTECT, related_name="episodes")
     source = models.CharField(max_length=8, choices=Source.choices)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     policy_version = models.ForeignKey(
         "policies.PolicyVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="episodes"
     )
@@ -49,7 +50,6 @@ class Episode(models.Model):
     env_error = models.BooleanField(
         default=False, help_text="Infrastructure failure: never counted as the agent's failure"
     )
-    error_message = models.TextField(blank=True)
     num_steps = models.PositiveIntegerField(default=0)
     # Rollouts: the batch it belongs to, and which attempt this is (an env_error is re-run as a new
     # episode pointing at the one it replaces, so nothing is counted twice).
@@ -59,17 +59,15 @@ class Episode(models.Model):
     retry_of = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retried_by"
     )
-    attempt = models.PositiveSmallIntegerField(default=1)
+    attempt = models.PositiveSmallIntegerField(
+        default=1, help_text="1, or which re-run of an env_error it is"
+    )
     max_steps = models.PositiveSmallIntegerField(
         null=True,
         blank=True,
         help_text="Step cap of this episode (RL curation) within the task's and batch's",
     )
-    worker = models.CharField(max_length=200, blank=True, help_text="The rollout worker running it")
     queued_at = models.DateTimeField(null=True, blank=True, help_text="When its rollout was enqueued")
-    heartbeat_at = models.DateTimeField(
-        null=True, blank=True, help_text="Last sign of life from the worker running it"
-    )
     stop_reason = models.CharField(max_length=20, blank=True)
     final_answer = models.TextField(blank=True)
     check_details = models.JSONField(default=list, blank=True, help_text="The checker's per-check scores")
@@ -89,8 +87,6 @@ class Episode(models.Model):
         null=True, blank=True, help_text="How many of the forked episode's steps were replayed"
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -113,10 +109,7 @@ class Episode(models.Model):
                 condition=Q(reward__isnull=True) | Q(reward__gte=0.0, reward__lte=1.0),
                 name="episode_reward_0_1",
             ),
-            models.CheckConstraint(
-                condition=~Q(status__in=["finished", "aborted"]) | Q(finished_at__isnull=False),
-                name="episode_ended_has_finished_at",
-            ),
+            ended_has_finished_at("episode_ended_has_finished_at"),
             models.CheckConstraint(
                 condition=~Q(source__in=["human", "mixed"]) | Q(annotator__isnull=False),
                 name="episode_human_has_annotator",
@@ -128,10 +121,6 @@ class Episode(models.Model):
 
     def __str__(self) -> str:
         return f"episode {self.pk} of {self.task_id}"
-
-    @property
-    def is_done(self) -> bool:
-        return self.status in (self.Status.FINISHED, self.Status.ABORTED)
 
     @property
     def instruction(self) -> str:

@@ -214,11 +214,12 @@ def episode_finish(
     episode: Episode,
     reward: float | None,
     env_error: bool = False,
-    error_message: str = "",
+    error: str = "",
     final_screen: Screen | None = None,
     **outcome: Any,
 ) -> Episode:
-    """End a running episode with its reward, or as an infrastructure failure (no reward).
+    """End a running episode: finished with its reward, or failed as an infrastructure failure
+    (`env_error`, no reward, `error` says what happened).
 
     `final_screen` is the screen after the last action (the result): replay shows it last."""
     if env_error and reward is not None:
@@ -228,7 +229,7 @@ def episode_finish(
     unknown = sorted(set(outcome) - set(EPISODE_OUTCOME_FIELDS))
     if unknown:
         raise ValueError(f"unknown outcome field(s) {', '.join(unknown)}")
-    status = Episode.Status.ABORTED if env_error else Episode.Status.FINISHED
+    status = Episode.Status.FAILED if env_error else Episode.Status.FINISHED
     final: dict[str, Any] = {}
     if final_screen is not None and final_screen.image:
         final = {
@@ -236,28 +237,26 @@ def episode_finish(
             "final_screen_width": final_screen.width or None,
             "final_screen_height": final_screen.height or None,
         }
-    updated = Episode.objects.filter(pk=episode.pk, status=Episode.Status.RUNNING).update(
-        status=status,
+    ended = Episode.end(
+        episode.pk,
+        status,
         reward=reward,
         env_error=env_error,
-        error_message=storable(error_message),
-        finished_at=timezone.now(),
+        error=storable(error),
         **final,
         **storable(outcome),
     )
-    if updated != 1:
+    if not ended:
         raise EpisodeStateError(f"episode {episode.pk} is not running")
     episode.refresh_from_db()
     _publish_status(episode)
     return episode
 
 
-def episode_abort(*, episode: Episode, reason: str) -> Episode:
-    """End a pending or running episode without a reward, saying why (abandoned, lost its sandbox)."""
-    updated = Episode.objects.filter(
-        pk=episode.pk, status__in=[Episode.Status.PENDING, Episode.Status.RUNNING]
-    ).update(status=Episode.Status.ABORTED, error_message=storable(reason[:5000]), finished_at=timezone.now())
-    if updated != 1:
+def episode_abort(*, episode: Episode, reason: str, status: str = Episode.Status.FAILED) -> Episode:
+    """End a pending or running episode without a reward, saying why: failed (it lost its sandbox) or
+    cancelled (its annotator abandoned it)."""
+    if not Episode.end(episode.pk, status, error=storable(reason), whence=Episode.ACTIVE):
         raise EpisodeStateError(f"episode {episode.pk} has already ended")
     episode.refresh_from_db()
     _publish_status(episode)
@@ -287,7 +286,7 @@ def _publish_status(episode: Episode) -> None:
         "episode": episode.pk,
         "status": episode.status,
         "reward": episode.reward,
-        "error": episode.error_message,
+        "error": episode.error,
     }
     transaction.on_commit(
         lambda: broadcast(episode_group(episode.pk), "episode.status", payload), robust=True

@@ -96,7 +96,7 @@ def reviews_sent_back(*, annotator: AbstractBaseUser) -> QuerySet[Review]:
 def episodes_unreviewed() -> QuerySet[Episode]:
     """Ended episodes without any review (environment failures are not worth a reviewer's time)."""
     return (
-        Episode.objects.filter(status__in=[Episode.Status.FINISHED, Episode.Status.ABORTED], env_error=False)
+        Episode.objects.filter(status__in=Episode.ENDED, env_error=False)
         .filter(reviews__isnull=True)
         .select_related("task", "annotator")
         .order_by("finished_at", "pk")

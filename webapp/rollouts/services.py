@@ -22,12 +22,12 @@ from django.utils import timezone
 
 from agent_core.actions import action_to_dict
 from agent_core.agent import AgentConfig, run_episode
+from agent_core.data.trajectory import EpisodeOutcome, StepRecord
 from agent_core.env import EnvError
 from agent_core.memory import summarize_episode
 from agent_core.policies.base import PolicyError
 from agent_core.tasks.runner import prepare
 from agent_core.tasks.spec import TaskSpecError, parse_task
-from agent_core.trajectory import EpisodeOutcome, StepRecord
 from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import SandboxError
 from webapp.catalog.models import Task, TaskSuite
@@ -206,11 +206,7 @@ def batch_cancel(*, batch: RolloutBatch) -> int:
 
 def episode_run(*, episode_id: int, worker: str = "") -> Episode | None:
     """Run one agent episode end to end; None when another delivery already took it (idempotent)."""
-    now = timezone.now()
-    claimed = Episode.objects.filter(pk=episode_id, status=Episode.Status.PENDING).update(
-        status=Episode.Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:200]
-    )
-    if claimed != 1:
+    if Episode.claim(episode_id, worker=worker) is None:
         log.info("episode %s: not pending, another delivery has it", episode_id)
         return None
     episode = Episode.objects.select_related("task", "policy_version", "batch").get(pk=episode_id)
@@ -286,10 +282,7 @@ def _run_claimed(episode: Episode) -> Episode:
 
 
 def _requeue(episode: Episode, *, reason: str) -> None:
-    given_back = Episode.objects.filter(pk=episode.pk, status=Episode.Status.RUNNING).update(
-        status=Episode.Status.PENDING, started_at=None, heartbeat_at=None, worker="", queued_at=timezone.now()
-    )
-    if given_back:
+    if Episode.release(episode.pk, started_at=None, queued_at=timezone.now()):
         log.info("episode %s waits for a sandbox (%s)", episode.pk, reason)
         enqueue(EPISODE_ROLLOUT, episode.pk, countdown=REQUEUE_DELAY_S)
 
@@ -365,7 +358,7 @@ def _env_failure(episode: Episode, message: str, *, lease: Any = None, retry: bo
         with contextlib.suppress(SandboxError, EnvError):
             lease_end(lease=lease, recycle=True)
     try:
-        episode = episode_finish(episode=episode, reward=None, env_error=True, error_message=message[:5000])
+        episode = episode_finish(episode=episode, reward=None, env_error=True, error=message)
     except EpisodeStateError:
         episode.refresh_from_db()
         return episode
@@ -402,18 +395,17 @@ def episode_retry(*, episode: Episode) -> Episode | None:
 def rollouts_reap(*, now: Any = None) -> dict[str, int]:
     """End episodes whose worker went silent (env_error, re-run) and re-enqueue lost queued ones."""
     now = now or timezone.now()
-    stale = now - timedelta(seconds=settings.ROLLOUT_STALE_SECONDS)
+    silent_for = timedelta(seconds=settings.ROLLOUT_STALE_SECONDS)
     reaped = 0
-    for episode in Episode.objects.filter(
-        status=Episode.Status.RUNNING, source=Source.AGENT, heartbeat_at__lt=stale
-    ).select_related("batch"):
+    for episode in Episode.stale(silent_for=silent_for, now=now).filter(source=Source.AGENT):
+        # Still silent (a heartbeat between the list and here keeps it running).
         updated = Episode.objects.filter(
-            pk=episode.pk, status=Episode.Status.RUNNING, heartbeat_at__lt=stale
+            pk=episode.pk, status=Episode.Status.RUNNING, heartbeat_at__lt=now - silent_for
         ).update(
-            status=Episode.Status.ABORTED,
+            status=Episode.Status.FAILED,
             env_error=True,
             reward=None,
-            error_message=f"rollout worker {episode.worker or '?'} went silent "
+            error=f"rollout worker {episode.worker or '?'} went silent "
             f"(no heartbeat for {settings.ROLLOUT_STALE_SECONDS} s)",
             finished_at=now,
         )
@@ -467,9 +459,7 @@ class _Heartbeat:
                     log.warning("episode %s ran past its limit; heartbeat stops", self.episode_id)
                     return
                 with contextlib.suppress(Exception):  # a missed beat is retried at the next one
-                    Episode.objects.filter(pk=self.episode_id, status=Episode.Status.RUNNING).update(
-                        heartbeat_at=timezone.now()
-                    )
+                    Episode.beat(self.episode_id)
                 if self.renew is not None:
                     with contextlib.suppress(SandboxError, EnvError):
                         self.renew()

@@ -101,79 +101,99 @@ def host_heartbeat(*, report: Mapping[str, Any]) -> SandboxHost:
     """
     now = timezone.now()
     with transaction.atomic():
-        host, _ = SandboxHost.objects.select_for_update(no_key=True).get_or_create(
-            name=report["name"], defaults={"api_url": report["api_url"]}
-        )
-        host.api_url = report["api_url"]
-        host.version = str(report.get("version", ""))[:50]
-        host.status = SandboxHost.Status.ONLINE
-        host.last_heartbeat_at = now
-        host.capacity = report.get("profiles", {})
-        host.report = {
-            "errors": report.get("errors", [])[-20:],
-            "counters": report.get("counters", {}),
-            "lease_latency_ms": report.get("lease_latency_ms", {}),
-        }
-        host.save()
-
-        seen: dict[str, Sandbox] = {}
-        for item in report.get("sandboxes", []):
-            sandbox, _ = Sandbox.objects.update_or_create(
-                host=host,
-                external_id=item["id"],
-                defaults={
-                    "provider": item["provider"],
-                    "profile": item["profile"],
-                    "state": HOST_STATES.get(item["state"], Sandbox.State.UNHEALTHY),
-                    "endpoints": item.get("endpoints", {}),
-                    "last_error": item.get("last_error", ""),
-                    "latency": item.get("latency_ms", {}),
-                },
-            )
-            seen[sandbox.external_id] = sandbox
-        host.sandboxes.exclude(external_id__in=seen).exclude(state=Sandbox.State.STOPPED).update(
-            state=Sandbox.State.STOPPED
-        )
-
-        reported = {item["id"]: item for item in report.get("leases", [])}
-        # End the leases the host no longer holds first: a sandbox has one active lease at most. A
-        # lease taken moments ago may be missing from a report the host assembled just before it:
-        # that one is left alone, or a stale heartbeat would end the lease its holder just got.
-        fresh = now - timedelta(seconds=LEASE_REPORT_GRACE_S)
-        for lease in (
-            Lease.objects.filter(sandbox__host=host, state=Lease.State.ACTIVE)
-            .exclude(external_id__in=reported)
-            .exclude(acquired_at__gt=fresh)
-        ):
-            lease.state = Lease.State.EXPIRED if lease.expires_at <= now else Lease.State.RELEASED
-            lease.ended_at = now
-            lease.save(update_fields=["state", "ended_at"])
-        for lease_id, item in reported.items():
-            fields = {
-                "expires_at": _epoch(item["expires_at"]),
-                "heartbeat_at": _epoch(item["heartbeat_at"]),
-            }
-            if item.get("broken"):  # its sandbox may already be gone from the report
-                Lease.objects.filter(external_id=lease_id, state=Lease.State.ACTIVE).update(
-                    state=Lease.State.BROKEN, ended_at=now
-                )
-                continue
-            sandbox = seen.get(item["sandbox_id"])
-            if sandbox is None:
-                continue
-            updated = Lease.objects.filter(external_id=lease_id, state=Lease.State.ACTIVE).update(**fields)
-            if not updated and not Lease.objects.filter(external_id=lease_id).exists():
-                Lease.objects.filter(sandbox=sandbox, state=Lease.State.ACTIVE).update(
-                    state=Lease.State.RELEASED, ended_at=now
-                )
-                Lease.objects.create(
-                    sandbox=sandbox,
-                    external_id=lease_id,
-                    holder=item["holder"],
-                    acquired_at=_epoch(item["acquired_at"]),
-                    **{"state": Lease.State.ACTIVE, "ended_at": None, **fields},
-                )
+        host = _host_refresh(report, now)
+        seen = _sandboxes_mirror(host, report)
+        _leases_end_unreported(host, report, now)
+        _leases_mirror(report, seen, now)
     return host
+
+
+def _host_refresh(report: Mapping[str, Any], now: datetime) -> SandboxHost:
+    host, _ = SandboxHost.objects.select_for_update(no_key=True).get_or_create(
+        name=report["name"], defaults={"api_url": report["api_url"]}
+    )
+    host.api_url = report["api_url"]
+    host.version = str(report.get("version", ""))[:50]
+    host.status = SandboxHost.Status.ONLINE
+    host.last_heartbeat_at = now
+    host.capacity = report.get("profiles", {})
+    host.report = {
+        "errors": report.get("errors", [])[-20:],
+        "counters": report.get("counters", {}),
+        "lease_latency_ms": report.get("lease_latency_ms", {}),
+    }
+    host.save()
+    return host
+
+
+def _sandboxes_mirror(host: SandboxHost, report: Mapping[str, Any]) -> dict[str, Sandbox]:
+    """The reported sandboxes by their id on the host; those it no longer reports are stopped."""
+    seen: dict[str, Sandbox] = {}
+    for item in report.get("sandboxes", []):
+        sandbox, _ = Sandbox.objects.update_or_create(
+            host=host,
+            external_id=item["id"],
+            defaults={
+                "provider": item["provider"],
+                "profile": item["profile"],
+                "state": HOST_STATES.get(item["state"], Sandbox.State.UNHEALTHY),
+                "endpoints": item.get("endpoints", {}),
+                "last_error": item.get("last_error", ""),
+                "latency": item.get("latency_ms", {}),
+            },
+        )
+        seen[sandbox.external_id] = sandbox
+    host.sandboxes.exclude(external_id__in=seen).exclude(state=Sandbox.State.STOPPED).update(
+        state=Sandbox.State.STOPPED
+    )
+    return seen
+
+
+def _leases_end_unreported(host: SandboxHost, report: Mapping[str, Any], now: datetime) -> None:
+    # End the leases the host no longer holds first: a sandbox has one active lease at most. A
+    # lease taken moments ago may be missing from a report the host assembled just before it:
+    # that one is left alone, or a stale heartbeat would end the lease its holder just got.
+    reported = [item["id"] for item in report.get("leases", [])]
+    fresh = now - timedelta(seconds=LEASE_REPORT_GRACE_S)
+    for lease in (
+        Lease.objects.filter(sandbox__host=host, state=Lease.State.ACTIVE)
+        .exclude(external_id__in=reported)
+        .exclude(acquired_at__gt=fresh)
+    ):
+        lease.state = Lease.State.EXPIRED if lease.expires_at <= now else Lease.State.RELEASED
+        lease.ended_at = now
+        lease.save(update_fields=["state", "ended_at"])
+
+
+def _leases_mirror(report: Mapping[str, Any], seen: dict[str, Sandbox], now: datetime) -> None:
+    """Refresh the reported leases; record one the platform has not seen (taken on the host before
+    its own write landed, or by another route), ending the sandbox's previous active lease."""
+    for item in report.get("leases", []):
+        lease_id = item["id"]
+        fields = {
+            "expires_at": _epoch(item["expires_at"]),
+            "heartbeat_at": _epoch(item["heartbeat_at"]),
+        }
+        if item.get("broken"):  # its sandbox may already be gone from the report
+            Lease.objects.filter(external_id=lease_id, state=Lease.State.ACTIVE).update(
+                state=Lease.State.BROKEN, ended_at=now
+            )
+            continue
+        sandbox = seen.get(item["sandbox_id"])
+        if sandbox is None:
+            continue
+        updated = Lease.objects.filter(external_id=lease_id, state=Lease.State.ACTIVE).update(**fields)
+        if not updated and not Lease.objects.filter(external_id=lease_id).exists():
+            Lease.objects.filter(sandbox=sandbox, state=Lease.State.ACTIVE).update(
+                state=Lease.State.RELEASED, ended_at=now
+            )
+            Lease.objects.create(
+                sandbox=sandbox,
+                external_id=lease_id,
+                holder=item["holder"],
+                acquired_at=_epoch(item["acquired_at"]),
+                **{"state": Lease.State.ACTIVE, "ended_at": None, **fields},
+            )
 
 
 def hosts_mark_offline(*, now: datetime | None = None) -> int:

@@ -10,13 +10,13 @@ class TrainingRunAdmin(admin.ModelAdmin):
         "algorithm",
         "status",
         "step",
-        "attempts",
+        "attempt",
         "heartbeat_at",
         "created_by",
         "created_at",
     ]
     list_filter = ["algorithm", "status"]
-    readonly_fields = ["heartbeat_at", "worker", "attempts", "step"]
+    readonly_fields = ["heartbeat_at", "worker", "attempt", "step"]
 
 
 @admin.register(Checkpoint)

@@ -59,7 +59,7 @@ class TrainingRunOut(Schema):
     num_checkpoints: int
     step: int = Field(description="Last optimizer step reached")
     stop_requested: bool
-    attempts: int = Field(description="How many times a worker took the run (a lost worker's run is retried)")
+    attempt: int = Field(description="How many times a worker took the run (a lost worker's run is retried)")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -106,7 +106,7 @@ class CheckpointOut(Schema):
 
 class TrainingRunDetailOut(TrainingRunOut):
     config: dict[str, Any]
-    error_message: str
+    error: str
     checkpoints: list[CheckpointOut]
     metrics: list[str] = Field(description="Names of its metric series; fetch one at /metrics/{name}")
 
@@ -411,7 +411,7 @@ class PolicyMergeOut(Schema):
     name: str
     sources: list[dict[str, Any]]
     status: PolicyMergeStatus  # type: ignore[valid-type]
-    error_message: str
+    error: str
     policy: PolicyOut | None
     created_at: datetime
     finished_at: datetime | None

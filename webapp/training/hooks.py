@@ -77,18 +77,13 @@ class RunHooks:
         lost: threading.Event | None = None,
     ) -> None:
         self.run = run
-        self.attempt = run.attempts if attempt is None else attempt
+        self.attempt = run.attempt if attempt is None else attempt
         self.stop_poll_s = stop_poll_s
         self.heartbeat_s = heartbeat_s
         self.lost = lost or threading.Event()
         self._last_beat = 0.0
         self._last_poll = 0.0
         self._stop = False
-
-    def _mine(self):  # type: ignore[no-untyped-def]
-        return TrainingRun.objects.filter(
-            pk=self.run.pk, status=TrainingRun.Status.RUNNING, attempts=self.attempt
-        )
 
     def _check(self) -> None:
         if self.lost.is_set():
@@ -100,7 +95,7 @@ class RunHooks:
         now = time.monotonic()
         if not force and not fields and now - self._last_beat < self.heartbeat_s:
             return
-        if self._mine().update(heartbeat_at=timezone.now(), **fields) != 1:
+        if not TrainingRun.beat(self.run.pk, attempt=self.attempt, **fields):
             self.lost.set()
             self._check()
         self._last_beat = now
@@ -165,13 +160,11 @@ def heartbeat(run: TrainingRun, *, attempt: int, every_s: float, lost: threading
         try:
             while not done.wait(every_s):
                 try:
-                    mine = TrainingRun.objects.filter(
-                        pk=run.pk, status=TrainingRun.Status.RUNNING, attempts=attempt
-                    ).update(heartbeat_at=timezone.now())
+                    mine = TrainingRun.beat(run.pk, attempt=attempt)
                 except Exception:  # a database hiccup: try again at the next beat
                     log.exception("run %s: heartbeat failed", run.pk)
                     continue
-                if mine != 1:
+                if not mine:
                     lost.set()
                     return
         finally:

@@ -9,7 +9,9 @@ or not at all. The merged policy keeps the first source's config and records whe
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import socket
 from datetime import timedelta
 from pathlib import Path
 
@@ -106,24 +108,15 @@ def _enqueue(merge_id: int) -> None:
 
 
 def _fail(merge_id: int, message: str) -> None:
-    PolicyMerge.objects.filter(pk=merge_id).update(
-        status=PolicyMerge.Status.FAILED, error_message=message[:4000], finished_at=timezone.now()
-    )
+    PolicyMerge.end(merge_id, PolicyMerge.Status.FAILED, error=message[:4000], whence=PolicyMerge.ACTIVE)
 
 
 def _claim(merge_id: int) -> PolicyMerge | None:
-    with transaction.atomic():
-        merge = PolicyMerge.objects.select_for_update(no_key=True).filter(pk=merge_id).first()
-        if merge is None:
-            return None
-        stale = merge.status == PolicyMerge.Status.RUNNING and (
-            merge.started_at is None or merge.started_at < timezone.now() - RECLAIM_AFTER
-        )
-        if merge.status != PolicyMerge.Status.PENDING and not stale:
-            return None  # done, failed, or another worker is on it
-        merge.status, merge.started_at = PolicyMerge.Status.RUNNING, timezone.now()
-        merge.save(update_fields=["status", "started_at"])
-        return merge
+    # Pending, or running under a worker that died RECLAIM_AFTER ago (a merge does not heartbeat:
+    # its claim is its last sign of life).
+    return PolicyMerge.claim(
+        merge_id, worker=f"{socket.gethostname()}:{os.getpid()}", stale_after=RECLAIM_AFTER
+    )
 
 
 def policy_merge_execute(*, merge_id: int) -> PolicyMerge | None:
@@ -165,7 +158,7 @@ def policy_merge_execute(*, merge_id: int) -> PolicyMerge | None:
                     policy = make(merge.name)
             except IntegrityError:  # the name was taken while it ran
                 policy = make(free_policy_name(merge.name))
-            merge.status, merge.policy = PolicyMerge.Status.SUCCEEDED, policy
+            merge.status, merge.policy = PolicyMerge.Status.FINISHED, policy
             merge.finished_at = timezone.now()
             merge.save(update_fields=["status", "policy", "finished_at"])
         log.info("merge %d made policy %s from %s", merge.pk, policy.name, lineage["merged_from"])

@@ -6,27 +6,23 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+
+from webapp.common.jobs import Job, ended_has_finished_at
 
 
-class TrainingRun(models.Model):
-    """One SFT / PPO / GRPO run launched by an admin and executed on the `training` queue."""
+class TrainingRun(Job):
+    """One SFT / PPO / GRPO run launched by an admin and executed on the `training` queue. A job
+    (webapp.common.jobs): a worker that goes silent loses it to the reaper, which queues it again to
+    resume from its last checkpoint (`attempt` counts them); cancelled is a stop a person asked for,
+    at a checkpoint the run can be resumed from."""
 
     class Algorithm(models.TextChoices):
         SFT = "sft", "Supervised fine-tuning"
         PPO = "ppo", "Multi-turn PPO"
         GRPO = "grpo", "Step-level GRPO"
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        STOPPED = "stopped"
-
     name = models.CharField(max_length=200)
     algorithm = models.CharField(max_length=8, choices=Algorithm.choices)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     config = models.JSONField(default=dict, blank=True)
     dataset_version = models.ForeignKey(
         "datasets.DatasetVersion",
@@ -57,7 +53,6 @@ class TrainingRun(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="training_runs"
     )
     celery_task_id = models.CharField(max_length=64, blank=True)
-    error_message = models.TextField(blank=True)
     log_file = models.CharField(max_length=300, blank=True)
     out_dir = models.CharField(
         max_length=300,
@@ -66,31 +61,18 @@ class TrainingRun(models.Model):
     )
     step = models.PositiveIntegerField(default=0, help_text="Last optimizer step reached")
     stop_requested = models.BooleanField(default=False)
-    # Claims: a worker owns the run while it heartbeats; the reaper re-queues it when it goes silent.
-    attempts = models.PositiveSmallIntegerField(default=0)
-    worker = models.CharField(max_length=200, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
         permissions = [("launch_training", "Can launch and stop training runs")]
         indexes = [models.Index(fields=["status", "-created_at"], name="trainingrun_status_idx")]
         constraints = [
-            models.CheckConstraint(
-                condition=~Q(status__in=["succeeded", "failed", "stopped"]) | Q(finished_at__isnull=False),
-                name="trainingrun_ended_has_finished_at",
-            ),
+            ended_has_finished_at("trainingrun_ended_has_finished_at"),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.algorithm})"
-
-    @property
-    def is_active(self) -> bool:
-        return self.status in (self.Status.PENDING, self.Status.RUNNING)
 
     @property
     def is_rl(self) -> bool:
@@ -138,22 +120,14 @@ class MetricPoint(models.Model):
         return f"{self.name}[{self.step}]={self.value}"
 
 
-class PolicyMerge(models.Model):
+class PolicyMerge(Job):
     """Parameter interpolation of local policies from the same base into a new policy, done on a worker.
 
     `sources` is [{"policy": id, "name": str, "weight": float}] (weights sum to 1); on success `policy` is
     the new local policy version, its model directory under the var dir."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
-
     name = models.SlugField(max_length=100, help_text="The name of the policy it makes")
     sources = models.JSONField()
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    error_message = models.TextField(blank=True)
     policy = models.OneToOneField(
         "policies.PolicyVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="merge"
     )
@@ -161,11 +135,10 @@ class PolicyMerge(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [ended_has_finished_at("policymerge_ended_has_finished_at")]
 
     def __str__(self) -> str:
         return f"merge {self.pk} -> {self.name} ({self.status})"

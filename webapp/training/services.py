@@ -1,6 +1,6 @@
 """Writes for training runs: launch, stop, resume, the run itself on a worker, the reaper, promotion.
 
-A run is claimed by one worker at a time (status running, `attempts` = its claim number, a fresh
+A run is claimed by one worker at a time (status running, `attempt` = its claim number, a fresh
 heartbeat). A worker killed with -9 stops heartbeating; the reaper puts its run back to pending and
 queues it again, and the next worker resumes from the last checkpoint on disk (up to MAX_ATTEMPTS).
 """
@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from agent_core.training.types import RunSpec
 from webapp.catalog.models import TaskSuite
 from webapp.common.queue import TRAINING_RUN, enqueue_or_note
 from webapp.common.text import MAX_NAME, text_problem
+from webapp.datasets.models import DatasetVersion
 from webapp.datasets.services import DatasetError, version_pin_resolve
 from webapp.policies.models import PolicyVersion
 from webapp.policies.services import free_policy_name
@@ -117,6 +118,37 @@ def _check_suite(suite: TaskSuite | None, config: dict[str, Any], algorithm: str
     return suite
 
 
+def _data_of(
+    algorithm: str,
+    known: bool,
+    dataset_pin: str | None,
+    suite: TaskSuite | None,
+    config: dict[str, Any],
+    refuse: Callable[[TrainingRunError], None],
+) -> tuple[DatasetVersion | None, TaskSuite | None]:
+    """What the run learns from: the pinned dataset version (SFT) or the suite it rolls out on (RL)."""
+    version = None
+    pin = (dataset_pin or "").strip()
+    if algorithm == TrainingRun.Algorithm.SFT:
+        suite = None
+        if not pin:
+            refuse(TrainingRunError("an SFT run trains on a dataset version: pin one (name@vN)", "dataset"))
+        else:
+            try:
+                version = version_pin_resolve(pin=pin)
+            except DatasetError as exc:
+                refuse(TrainingRunError(str(exc), "dataset"))
+    elif known:
+        if pin:
+            msg = f"{algorithm} trains on live rollouts; leave the dataset empty"
+            refuse(TrainingRunError(msg, "dataset"))
+        try:
+            suite = _check_suite(suite, config, algorithm)
+        except TrainingRunError as exc:
+            refuse(exc)
+    return version, suite
+
+
 def training_run_launch(
     *,
     algorithm: str,
@@ -158,26 +190,9 @@ def training_run_launch(
         _check_base_policy(base_policy)
     except TrainingRunError as exc:
         refuse(exc)
-    version = None
-    pin = (dataset_pin or "").strip()
-    if algorithm == TrainingRun.Algorithm.SFT:
-        suite = None
-        if not pin:
-            refuse(TrainingRunError("an SFT run trains on a dataset version: pin one (name@vN)", "dataset"))
-        else:
-            try:
-                version = version_pin_resolve(pin=pin)
-            except DatasetError as exc:
-                refuse(TrainingRunError(str(exc), "dataset"))
-    elif known:
-        if pin:
-            msg = f"{algorithm} trains on live rollouts; leave the dataset empty"
-            refuse(TrainingRunError(msg, "dataset"))
-        try:
-            # With a bad config the suite and task slugs are still checked, on a copy of what was given.
-            suite = _check_suite(suite, clean if clean is not None else dict(config or {}), algorithm)
-        except TrainingRunError as exc:
-            refuse(exc)
+    # With a bad config the suite and task slugs are still checked, on a copy of what was given.
+    checked = clean if clean is not None else dict(config or {})
+    version, suite = _data_of(algorithm, known, dataset_pin, suite, checked, refuse)
     if errors:
         raise TrainingRunError.of(errors)
     assert clean is not None  # no error: the config validated
@@ -210,10 +225,11 @@ def _set_aside(out_dir: Path) -> None:
 
 def _enqueue(run_id: int) -> None:
     def fail(why: str) -> None:  # the broker is down: say so on the run rather than leave it pending forever
-        TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.PENDING).update(
-            status=TrainingRun.Status.FAILED,
-            error_message=f"{why}; resume it later",
-            finished_at=timezone.now(),
+        TrainingRun.end(
+            run_id,
+            TrainingRun.Status.FAILED,
+            error=f"{why}; resume it later",
+            whence=[TrainingRun.Status.PENDING],
         )
 
     task_id = enqueue_or_note(TRAINING_RUN, run_id, note=fail)
@@ -226,23 +242,22 @@ def _enqueue(run_id: int) -> None:
 
 def training_run_stop(*, run: TrainingRun, by: AbstractBaseUser) -> TrainingRun:
     """Ask a run to stop: a pending one stops now, a running one saves a checkpoint and stops."""
-    now = timezone.now()
-    if TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.PENDING).update(
-        status=TrainingRun.Status.STOPPED, stop_requested=True, finished_at=now
+    if TrainingRun.end(
+        run.pk, TrainingRun.Status.CANCELLED, stop_requested=True, whence=[TrainingRun.Status.PENDING]
     ):
         log_append(run, f"stopped by {by.get_username()} before it started")
     elif TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING).update(stop_requested=True):
         log_append(run, f"stop requested by {by.get_username()}: the trainer saves a checkpoint and stops")
     else:
         run.refresh_from_db()
-        raise TrainingRunError(f"run #{run.pk} has already {run.status}")
+        raise TrainingRunError(f"run #{run.pk} has already ended ({run.status})")
     run.refresh_from_db()
     return run
 
 
 def run_latest_checkpoint(run: TrainingRun) -> Path | None:
     """The newest complete checkpoint directory of the run on disk, or None."""
-    from agent_core.training.runner import latest_checkpoint
+    from agent_core.training.checkpoints import latest_checkpoint
 
     return latest_checkpoint(run.path(run.out_dir)) if run.out_dir else None
 
@@ -253,10 +268,10 @@ def _step_of(path: Path) -> int | None:
 
 
 def training_run_resume(*, run: TrainingRun, by: AbstractBaseUser) -> TrainingRun:
-    """Queue a stopped or failed run again; it continues from its last checkpoint."""
-    ended = (TrainingRun.Status.STOPPED, TrainingRun.Status.FAILED)
+    """Queue a cancelled (stopped) or failed run again; it continues from its last checkpoint."""
+    ended = (TrainingRun.Status.CANCELLED, TrainingRun.Status.FAILED)
     if run.status not in ended:
-        raise TrainingRunError(f"run #{run.pk} is {run.status}: only a stopped or failed run resumes")
+        raise TrainingRunError(f"run #{run.pk} is {run.status}: only a cancelled or failed run resumes")
     last = run_latest_checkpoint(run)
     if last is None:
         raise TrainingRunError(
@@ -267,10 +282,10 @@ def training_run_resume(*, run: TrainingRun, by: AbstractBaseUser) -> TrainingRu
         resumed = TrainingRun.objects.filter(pk=run.pk, status__in=ended).update(
             status=TrainingRun.Status.PENDING,
             stop_requested=False,
-            attempts=0,
+            attempt=0,
             finished_at=None,
             heartbeat_at=None,
-            error_message="",
+            error="",
             resumed_from=Checkpoint.objects.filter(run=run, step=step).first(),
         )
         if resumed != 1:
@@ -334,32 +349,19 @@ def checkpoint_promote(
 
 
 def _claim(run_id: int, worker: str) -> TrainingRun | None:
-    """Take the run for this worker: pending, or running with a heartbeat older than stale_seconds()."""
-    with transaction.atomic():
-        run = TrainingRun.objects.select_for_update(no_key=True).filter(pk=run_id).first()
-        if run is None:
-            return None
-        now = timezone.now()
-        if run.status == TrainingRun.Status.RUNNING:
-            beat = run.heartbeat_at or run.started_at
-            if beat is not None and now - beat < timedelta(seconds=stale_seconds()):
-                log.info("run %s is held by %s (heartbeat %s): not claimed", run_id, run.worker, beat)
-                return None
-            if run.attempts >= MAX_ATTEMPTS:
-                return None  # the reaper fails it
-        elif run.status != TrainingRun.Status.PENDING:
-            return None
-        run.status = TrainingRun.Status.RUNNING
-        run.attempts += 1
-        run.worker = worker[:200]
-        run.heartbeat_at = now
-        run.started_at = run.started_at or now
-        run.save(update_fields=["status", "attempts", "worker", "heartbeat_at", "started_at"])
+    """Take the run for this worker: pending, or running with a heartbeat older than stale_seconds()
+    (its worker died) and fewer than MAX_ATTEMPTS claims."""
+    run = TrainingRun.claim(
+        run_id, worker=worker, stale_after=timedelta(seconds=stale_seconds()), max_attempts=MAX_ATTEMPTS
+    )
+    if run is None:
+        log.info("run %s: not claimed (held by a live worker, ended, or out of attempts)", run_id)
     return run
 
 
 def _spec(run: TrainingRun, out_dir: Path) -> RunSpec:
-    from agent_core.training.runner import TrainingError, latest_checkpoint
+    from agent_core.training.checkpoints import latest_checkpoint
+    from agent_core.training.errors import TrainingError
 
     base = run.base_policy.model_dir() if run.base_policy else None
     if base is None:
@@ -373,10 +375,8 @@ def _spec(run: TrainingRun, out_dir: Path) -> RunSpec:
     )
 
 
-def _end(run: TrainingRun, attempt: int, **fields: Any) -> int:
-    return TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.RUNNING, attempts=attempt).update(
-        finished_at=timezone.now(), heartbeat_at=timezone.now(), **fields
-    )
+def _end(run: TrainingRun, attempt: int, status: str, **fields: Any) -> bool:
+    return TrainingRun.end(run.pk, status, attempt=attempt, heartbeat_at=timezone.now(), **fields)
 
 
 def training_run_execute(*, run_id: int, worker: str = "") -> TrainingRun | None:
@@ -387,7 +387,7 @@ def training_run_execute(*, run_id: int, worker: str = "") -> TrainingRun | None
     run = _claim(run_id, worker)
     if run is None:
         return None
-    attempt = run.attempts
+    attempt = run.attempt
     started = time.perf_counter()
     out_dir = run.path(run.out_dir or f"training/run-{run.pk}")
     lost = threading.Event()
@@ -400,7 +400,7 @@ def training_run_execute(*, run_id: int, worker: str = "") -> TrainingRun | None
             step = _step_of(spec.resume_from) or 0
             # Points logged after that checkpoint by the attempt that died come again from the resumed one.
             MetricPoint.objects.filter(run=run, step__gt=step).delete()
-            TrainingRun.objects.filter(pk=run.pk, attempts=attempt).update(
+            TrainingRun.objects.filter(pk=run.pk, attempt=attempt).update(
                 step=step, resumed_from=Checkpoint.objects.filter(run=run, step=step).first()
             )
             log_append(
@@ -429,7 +429,7 @@ def training_run_execute(*, run_id: int, worker: str = "") -> TrainingRun | None
         message = str(exc) if isinstance(exc, runner.TrainingError) else f"{type(exc).__name__}: {exc}"
         log.exception("training run %s failed", run.pk)
         log_append(run, f"failed: {message}\n{''.join(traceback.format_exception(exc))}")
-        _end(run, attempt, status=TrainingRun.Status.FAILED, error_message=message[:5000])
+        _end(run, attempt, TrainingRun.Status.FAILED, error=message)
         return TrainingRun.objects.get(pk=run.pk)
     finally:
         if source is not None:
@@ -437,8 +437,9 @@ def training_run_execute(*, run_id: int, worker: str = "") -> TrainingRun | None
                 source.close()
             except Exception:
                 log.exception("run %s: closing its rollout source failed", run.pk)
-    status = TrainingRun.Status.STOPPED if result.status == "stopped" else TrainingRun.Status.SUCCEEDED
-    if not _end(run, attempt, status=status, step=int(result.step)):
+    # The trainer stops at a checkpoint when asked to: the run was cancelled (and can be resumed).
+    status = TrainingRun.Status.CANCELLED if result.status == "stopped" else TrainingRun.Status.FINISHED
+    if not _end(run, attempt, status, step=int(result.step)):
         log.warning("run %s attempt %d ended but the run is no longer its own", run.pk, attempt)
     log_append(run, f"{status} at step {result.step} after {time.perf_counter() - started:.1f} s")
     log.info(
@@ -449,51 +450,39 @@ def training_run_execute(*, run_id: int, worker: str = "") -> TrainingRun | None
 
 def training_runs_reap() -> dict[str, int]:
     """Runs whose worker went silent: queued again to resume from their last checkpoint, failed after
-    MAX_ATTEMPTS, or stopped if a stop was asked for. Pending runs are left alone."""
-    limit = timezone.now() - timedelta(seconds=stale_seconds())
+    MAX_ATTEMPTS, or cancelled if a stop was asked for. Pending runs are left alone."""
+    silent_for = timedelta(seconds=stale_seconds())
     requeued = failed = stopped = 0
-    silent = TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING, heartbeat_at__lt=limit)
-    for run in silent:
+    for run in TrainingRun.stale(silent_for=silent_for):
         with transaction.atomic():
             if run.stop_requested:  # asked to stop while its worker was dead: it stops at its last checkpoint
-                ok = TrainingRun.objects.filter(
-                    pk=run.pk, status=TrainingRun.Status.RUNNING, attempts=run.attempts
-                )
-                if ok.update(status=TrainingRun.Status.STOPPED, finished_at=timezone.now()):
+                if TrainingRun.end(run.pk, TrainingRun.Status.CANCELLED, attempt=run.attempt):
                     stopped += 1
                     log_append(run, "stopped: its worker was lost after the stop request (resume continues)")
                 continue
-            if run.attempts >= MAX_ATTEMPTS:
-                ok = TrainingRun.objects.filter(
-                    pk=run.pk, status=TrainingRun.Status.RUNNING, attempts=run.attempts
-                )
+            if run.attempt >= MAX_ATTEMPTS:
                 message = (
-                    f"its training worker stopped answering {run.attempts} times (no heartbeat for "
+                    f"its training worker stopped answering {run.attempt} times (no heartbeat for "
                     f"{stale_seconds():.0f} s each time); gave up after {MAX_ATTEMPTS} attempts. "
                     "Resume it once the cause is fixed."
                 )
-                if ok.update(
-                    status=TrainingRun.Status.FAILED, error_message=message, finished_at=timezone.now()
-                ):
+                if TrainingRun.end(run.pk, TrainingRun.Status.FAILED, attempt=run.attempt, error=message):
                     failed += 1
                     log_append(run, f"failed: {message}")
                 continue
-            ok = TrainingRun.objects.filter(
-                pk=run.pk, status=TrainingRun.Status.RUNNING, attempts=run.attempts, heartbeat_at__lt=limit
-            )
-            if ok.update(status=TrainingRun.Status.PENDING, heartbeat_at=None):
+            if TrainingRun.release(run.pk, attempt=run.attempt, silent_since=timezone.now() - silent_for):
                 requeued += 1
                 log_append(
                     run,
                     f"worker {run.worker or '?'} silent for over {stale_seconds():.0f} s (attempt "
-                    f"{run.attempts} of {MAX_ATTEMPTS}): queued again, resumes from its last checkpoint",
+                    f"{run.attempt} of {MAX_ATTEMPTS}): queued again, resumes from its last checkpoint",
                 )
                 transaction.on_commit(lambda pk=run.pk: _enqueue(pk))  # type: ignore[misc]
     if requeued or failed or stopped:
         log.warning(
             "training reaper: %d run(s) queued again, %d failed, %d stopped", requeued, failed, stopped
         )
-    return {"requeued": requeued, "failed": failed, "stopped": stopped}
+    return {"requeued": requeued, "failed": failed, "cancelled": stopped}
 
 
 def training_run_pin(*, run: TrainingRun, pin: str) -> TrainingRun:

@@ -213,7 +213,7 @@ def _live_context(request: HttpRequest, run: TrainingRun) -> dict[str, Any]:
         "checkpoints": checkpoints_of(run=run),
         "can_launch": can_launch,
         "can_resume": can_launch
-        and run.status in (TrainingRun.Status.STOPPED, TrainingRun.Status.FAILED)
+        and run.status in (TrainingRun.Status.CANCELLED, TrainingRun.Status.FAILED)
         and run_latest_checkpoint(run) is not None,
     }
 

@@ -70,6 +70,6 @@ def test_a_demonstration_starts_while_a_rollout_batch_fills_the_agent_workers(
         busy = list(rollouts.values_list("status", flat=True))
         batch_cancel(batch=batch)
     demo.refresh_from_db()
-    assert ready, (demo.status, demo.error_message)
+    assert ready, (demo.status, demo.error)
     # It did not wait for an agent's slot: every slot was still busy with a rollout episode.
     assert busy.count("running") == agent_slots and "finished" not in busy, busy

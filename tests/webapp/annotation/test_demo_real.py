@@ -39,7 +39,7 @@ def started(desktop_host: Any, personas: Personas, monkeypatch: pytest.MonkeyPat
     with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
         episode = demo_start(task=note_task(), annotator=personas.annotator)
         prepared = demo_prepare(episode_id=episode.pk)
-    assert prepared is not None and prepared.status == "running", prepared and prepared.error_message
+    assert prepared is not None and prepared.status == "running", prepared and prepared.error
     return prepared
 
 
@@ -116,7 +116,7 @@ def test_a_fork_replays_the_first_steps_in_a_fresh_sandbox(
         assert first.reward == 0.0  # the note was removed again
         fork = demo_start(task=first.task, annotator=personas.annotator, fork_of=first, fork_step=1)
         fork = demo_prepare(episode_id=fork.pk)
-        assert fork is not None and fork.status == "running", fork and fork.error_message
+        assert fork is not None and fork.status == "running", fork and fork.error
         replayed = list(Step.objects.filter(episode=fork))
         assert [s.action["content"] for s in replayed] == ["echo hello > note.txt\n"]
         assert replayed[0].info["replayed_from"] == Step.objects.get(episode=first, index=0).pk

@@ -58,7 +58,7 @@ def test_proposals_are_accepted_edited_or_overridden_and_kept_beside_the_final_s
         episode = demo_start(task=note_task(), annotator=personas.annotator, policy_version=version)
         assert episode.source == "mixed"
         episode = demo_prepare(episode_id=episode.pk)
-        assert episode is not None and episode.status == "running", episode and episode.error_message
+        assert episode is not None and episode.status == "running", episode and episode.error
         session = LiveSession(episode_id=episode.pk, user=personas.annotator)
 
         # 1. Edit: the person corrects the proposed typing into a click on the terminal first.
@@ -139,7 +139,7 @@ def test_an_interactive_episode_observes_as_its_policy_does_and_records_that_tex
     with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
         episode = demo_start(task=task, annotator=personas.annotator, policy_version=version)
         episode = demo_prepare(episode_id=episode.pk)
-        assert episode is not None and episode.status == "running", episode and episode.error_message
+        assert episode is not None and episode.status == "running", episode and episode.error
         session = LiveSession(episode_id=episode.pk, user=personas.annotator)
         session.propose()
         session.accept()

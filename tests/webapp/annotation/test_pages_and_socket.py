@@ -125,7 +125,7 @@ def test_the_reaper_ends_demonstrations_that_lost_their_sandbox_but_not_those_be
     assert demos_reap() == 1
     lost.refresh_from_db()
     preparing.refresh_from_db()
-    assert lost.status == "aborted" and "lost" in lost.error_message
+    assert lost.status == "failed" and "lost" in lost.error
     assert preparing.status == "running"
 
 

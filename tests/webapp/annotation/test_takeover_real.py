@@ -91,7 +91,7 @@ def test_a_researcher_takes_over_a_rollout_and_hands_it_back(
     finally:
         thread.join(timeout=1)
     episode = Episode.objects.get(pk=episode.pk)
-    assert episode.status == "finished" and episode.reward == 1.0, episode.error_message
+    assert episode.status == "finished" and episode.reward == 1.0, episode.error
     assert episode.source == "mixed" and episode.annotator == personas.researcher
     actors = list(Step.objects.filter(episode=episode).order_by("index").values_list("actor", flat=True))
     first_human = actors.index("human")

@@ -88,7 +88,7 @@ def test_filters_do_not_widen_what_an_annotator_sees(world, token_client_for):
     [
         ("task=abc", "task", "valid integer"),
         ("policy=1.5", "policy", "valid integer"),
-        ("status=done", "status", "'pending', 'running', 'finished' or 'aborted'"),
+        ("status=done", "status", "'pending', 'running', 'finished', 'failed' or 'cancelled'"),
         ("source=robot", "source", "'human', 'agent' or 'mixed'"),
     ],
 )

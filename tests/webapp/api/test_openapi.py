@@ -93,8 +93,8 @@ def test_every_data_operation_documents_its_error_bodies(schema):
 def test_enums_of_different_models_get_different_names(schema):
     """Episode.Status and TrainingRun.Status must not collapse into one "Status" schema."""
     schemas = schema["components"]["schemas"]
-    assert schemas["EpisodeStatus"]["enum"] == ["pending", "running", "finished", "aborted"]
-    assert schemas["TrainingRunStatus"]["enum"] == ["pending", "running", "succeeded", "failed", "stopped"]
+    assert schemas["EpisodeStatus"]["enum"] == ["pending", "running", "finished", "failed", "cancelled"]
+    assert schemas["TrainingRunStatus"]["enum"] == ["pending", "running", "finished", "failed", "cancelled"]
     assert "Status" not in schemas
 
 

@@ -34,7 +34,7 @@ def ended(
     if env_error:
         episode = episode_create(task=task, source=source or "agent", annotator=annotator)
         episode_start(episode=episode)
-        episode_finish(episode=episode, reward=None, env_error=True, error_message="sandbox died")
+        episode_finish(episode=episode, reward=None, env_error=True, error="sandbox died")
     else:
         episode = make_episode(task=task, annotator=annotator, source=source, steps=steps, reward=reward)
     fields: dict[str, Any] = {"policy_version": policy, "sandbox": sandbox}

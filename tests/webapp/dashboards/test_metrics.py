@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Personas
@@ -98,9 +99,13 @@ def test_figures_match_the_rows(personas: Personas) -> None:
     ):
         review = review_assign(episode=demo, reviewer=reviewer, assigned_by=personas.admin)
         review_decide(review=review, actor=reviewer, verdict=verdict, **kwargs)
-    FlywheelIteration.objects.create(number=1, status="closed", stats={"p_v1": 0.25, "episodes": 4})
-    FlywheelIteration.objects.create(number=2, status="closed", stats={"p_v1": 0.5, "episodes": 12})
-    FlywheelIteration.objects.create(number=3, status="open", stats={"p_v1": 0.9})  # not closed yet
+    FlywheelIteration.objects.create(
+        number=1, status="finished", finished_at=timezone.now(), stats={"p_v1": 0.25, "episodes": 4}
+    )
+    FlywheelIteration.objects.create(
+        number=2, status="finished", finished_at=timezone.now(), stats={"p_v1": 0.5, "episodes": 12}
+    )
+    FlywheelIteration.objects.create(number=3, status="running", stats={"p_v1": 0.9})  # not closed yet
 
     got = scrape(bearer_client(personas.researcher))
 
@@ -138,7 +143,7 @@ def test_figures_match_the_rows(personas: Personas) -> None:
 
 
 def test_a_round_without_stats_and_an_empty_platform_scrape_cleanly(personas: Personas) -> None:
-    FlywheelIteration.objects.create(number=7, status="closed", stats={})
+    FlywheelIteration.objects.create(number=7, status="finished", finished_at=timezone.now(), stats={})
     got = scrape(bearer_client(personas.admin))
     assert ("flywheel_round_p_v1", (("round", "7"),)) not in got
     assert got[("flywheel_episodes_running", (("source", "agent"),))] == 0

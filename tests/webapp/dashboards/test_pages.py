@@ -6,6 +6,7 @@ import re
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.factories import make_episode, make_task
 from tests.webapp.dashboards.conftest import ended, heartbeat
@@ -115,7 +116,9 @@ def test_annotation_page_tables(client_for, personas) -> None:
     ended(task, reward=1.0, annotator=personas.annotator, steps=2)
     review = review_assign(episode=demo, reviewer=personas.reviewer, assigned_by=personas.admin)
     review_decide(review=review, actor=personas.reviewer, verdict="reject", reason="misses a field")
-    FlywheelIteration.objects.create(number=1, status="closed", stats={"p_v1": 0.625, "episodes": 8})
+    FlywheelIteration.objects.create(
+        number=1, status="finished", finished_at=timezone.now(), stats={"p_v1": 0.625, "episodes": 8}
+    )
     body = text(client_for("researcher").get(reverse("dashboards:annotation")))
     assert cell(body, "annotator-row", "data-annotator", "alice", "demos") == "2"
     assert cell(body, "annotator-row", "data-annotator", "alice", "steps") == "6"

@@ -54,7 +54,7 @@ def build_episode(
             raw_output=spec.get("raw", ""),
         )
     if env_error:
-        episode_finish(episode=episode, reward=None, env_error=True, error_message="sandbox died")
+        episode_finish(episode=episode, reward=None, env_error=True, error="sandbox died")
     else:
         episode_finish(episode=episode, reward=reward)
     episode.refresh_from_db()

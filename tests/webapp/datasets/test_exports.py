@@ -73,7 +73,7 @@ def test_an_export_loads_back_with_the_datasets_library(
     from PIL import Image
 
     done = _run(sft_version, kind, fmt)
-    assert done.status == "done", done.error
+    assert done.status == "finished", done.error
     root = exports_dir / done.path
     manifest = json.loads((root / "manifest.json").read_text())
     # SFT: one sample per target step (3 + 4 steps, all parsed); CT and AgentNet: one per episode.
@@ -177,7 +177,7 @@ def test_a_second_export_of_the_same_version_while_one_runs_is_refused(sft_versi
     # Another format of the same version is a different export and may run beside it.
     other = ex.export_create(version=sft_version, kind="sft", fmt="parquet")
     assert other.pk != first.pk
-    assert ex.export_run(export_id=first.pk).status == "done"  # type: ignore[union-attr]
+    assert ex.export_run(export_id=first.pk).status == "finished"  # type: ignore[union-attr]
     assert ex.export_run(export_id=first.pk) is None  # a second delivery does nothing
     again = ex.export_create(version=sft_version, kind="sft", fmt="jsonl")  # allowed once it ended
     assert again.pk != first.pk
@@ -216,7 +216,7 @@ def test_a_failed_export_leaves_no_files_and_says_why(sft_version: DatasetVersio
     assert done is not None and done.status == "failed"
     assert Path(step.screenshot.name).name in done.error
     assert not exports_dir.exists() or not any(exports_dir.iterdir())
-    with pytest.raises(DatasetError, match="failed, not done"):
+    with pytest.raises(DatasetError, match="failed, not finished"):
         ex.export_files(export=done)
 
 
@@ -323,7 +323,7 @@ def test_an_sft_export_of_stand_in_thoughts_teaches_actions_only_and_says_how_ma
     flywheel_round_close()
     version = DatasetVersion.objects.get(dataset__name=SFT_DATASET, number=1)
     done = _run(version)
-    assert done.status == "done", done.error
+    assert done.status == "finished", done.error
     root = exports_dir / done.path
     text = "".join(f.read_text() for f in (root / "data").glob("*.jsonl"))
     assert "oracle step" not in text and text.count('"assistant"') >= 3

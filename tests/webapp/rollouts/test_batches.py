@@ -136,8 +136,8 @@ def test_reaper_ends_a_silent_episode_once_and_reruns_it(suite, oracle_policy, p
     assert rollouts_reap()["reaped"] == 1
     assert rollouts_reap()["reaped"] == 0  # safe to run twice
     silent.refresh_from_db()
-    assert silent.status == "aborted" and silent.env_error and silent.reward is None
-    assert "w1 went silent" in silent.error_message
+    assert silent.status == "failed" and silent.env_error and silent.reward is None
+    assert "w1 went silent" in silent.error
     retry = Episode.objects.get(retry_of=silent)
     assert (retry.attempt, retry.seed, retry.task_id, retry.batch_id) == (
         2,

@@ -132,7 +132,7 @@ def test_oracle_scores_1_and_do_nothing_0_through_celery_workers(sample_suite, p
         episodes = Episode.objects.filter(batch=batch)
         assert episodes.count() == n
         wrong = [
-            f"{e.task.slug}: {e.status}, reward {e.reward}, env_error {e.env_error}: {e.error_message}"
+            f"{e.task.slug}: {e.status}, reward {e.reward}, env_error {e.env_error}: {e.error}"
             for e in episodes
             if not (e.status == "finished" and e.reward == want and not e.env_error)
         ]
@@ -173,7 +173,7 @@ def _sft_export_teaches_real_thoughts(batch: RolloutBatch, tmp_path: Path) -> No
         export = exports.export_run(
             export_id=exports.export_create(version=version, kind="sft", fmt="jsonl").pk
         )
-        assert export is not None and export.status == "done", export and export.error
+        assert export is not None and export.status == "finished", export and export.error
         root = exports.export_root(export=export)
         records = [json.loads(line) for f in sorted((root / "data").glob("*.jsonl")) for line in f.open()]
     assert records and export.manifest["placeholder_thoughts"] == 0
@@ -213,7 +213,7 @@ def test_worker_killed_mid_episode_is_rerun_elsewhere_and_counted_once(host, per
                   "the reaper to notice the silent worker", timeout=60)  # fmt: skip
             wait_batch(batch)
     first.refresh_from_db()
-    assert first.status == "aborted" and first.env_error and first.reward is None
+    assert first.status == "failed" and first.env_error and first.reward is None
     retry = Episode.objects.get(retry_of=first)
     assert retry.status == "finished" and retry.reward == 1.0 and retry.attempt == 2
     assert Episode.objects.filter(batch=batch).count() == 2

@@ -12,7 +12,8 @@ import pytest
 from django.test import override_settings
 
 from agent_core.training import runner as runner_module
-from agent_core.training.runner import STATE_FILE, TrainingError, checkpoint_dir
+from agent_core.training.checkpoints import STATE_FILE, checkpoint_dir
+from agent_core.training.errors import TrainingError
 from agent_core.training.types import Hooks, RunResult, RunSpec
 from tests.conftest import Personas
 from tests.factories import make_task

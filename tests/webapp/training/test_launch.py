@@ -97,7 +97,7 @@ def test_launch_creates_a_pending_run_with_defaults_and_queues_it_after_commit(
         run = launch(config={"lr": "0.01"})
     run.refresh_from_db()
     assert queued.of(TRAINING_RUN) == [(run.pk,)]  # the fixture checks they survive the JSON serializer
-    assert (run.status, run.dataset_version, run.step, run.attempts) == ("pending", sft_version, 0, 0)
+    assert (run.status, run.dataset_version, run.step, run.attempt) == ("pending", sft_version, 0, 0)
     assert run.config["lr"] == 0.01 and run.config["epochs"] == 3.0  # coerced, defaults filled in
     assert (run.out_dir, run.log_file) == (f"training/run-{run.pk}", f"training/run-{run.pk}/run.log")
     assert run.celery_task_id == "task-1"
@@ -109,7 +109,7 @@ def test_broker_down_fails_the_run_saying_so(launch, queued, django_capture_on_c
         run = launch()
     run.refresh_from_db()
     assert run.status == "failed" and run.finished_at is not None
-    assert "task queue is unavailable" in run.error_message
+    assert "task queue is unavailable" in run.error
 
 
 # --- the page --------------------------------------------------------------------------------------

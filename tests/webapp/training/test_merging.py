@@ -70,7 +70,7 @@ def test_a_merge_makes_a_local_policy_of_the_weighted_average(
 
     with override_settings(VAR_DIR=tmp_path):
         merge = policy_merge_execute(merge_id=body["id"])
-        assert merge is not None and merge.status == "succeeded", merge and merge.error_message
+        assert merge is not None and merge.status == "finished", merge and merge.error
         assert policy_merge_execute(merge_id=body["id"]) is None  # a second delivery does nothing
         done = send(bearer_client(personas.researcher), "GET", f"/policy-merges/{body['id']}").json()
         policy = PolicyVersion.objects.get(pk=done["policy"]["id"])
@@ -93,7 +93,7 @@ def test_a_merge_makes_a_local_policy_of_the_weighted_average(
             assert out.__class__.__name__ == "LocalPolicy"
         finally:
             out.close()
-    assert done["status"] == "succeeded" and done["error_message"] == ""
+    assert done["status"] == "finished" and done["error"] == ""
     assert torch.is_tensor(next(iter(merged.values())))
 
 
@@ -163,7 +163,7 @@ def test_a_merge_whose_source_went_away_fails_with_the_reason(
     with override_settings(VAR_DIR=tmp_path):
         merge = policy_merge_execute(merge_id=body["id"])
     assert merge is not None and merge.status == "failed" and merge.finished_at is not None
-    assert "policy rl-b has no model directory on disk" in merge.error_message
+    assert "policy rl-b has no model directory on disk" in merge.error
     assert merge.policy is None and not (tmp_path / "policies" / "merged").exists()
 
 
@@ -177,7 +177,7 @@ def test_a_broker_that_is_down_fails_the_merge_saying_so(
         body = post(personas.admin, {"sources": [{"policy": "sft-a", "weight": 0.5},
                                                  {"policy": "rl-b", "weight": 0.5}]}).json()  # fmt: skip
     merge = PolicyMerge.objects.get(pk=body["id"])
-    assert merge.status == "failed" and "task queue is unavailable" in merge.error_message
+    assert merge.status == "failed" and "task queue is unavailable" in merge.error
 
 
 # --- the form on the Training page -----------------------------------------------------------------

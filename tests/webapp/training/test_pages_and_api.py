@@ -30,7 +30,7 @@ def test_run_page_shows_status_config_checkpoints_log_and_a_chart_per_group(clie
     response = client_for("researcher").get(reverse("training:run_detail", args=[finished.pk]))
     body = text(response)
     assert response.status_code == 200
-    assert 'data-testid="run-status">succeeded<' in body
+    assert 'data-testid="run-status">finished<' in body
     assert count_testid(response, "checkpoint-row") == 3
     assert count_testid(response, "chart") == 11  # one canvas per metric group; others are added by JS
     assert 'data-group="loss"' in body and 'data-group="task-success"' in body
@@ -56,9 +56,9 @@ def test_log_fragment_polls_while_active_and_tells_htmx_to_stop_after(client_for
     live = client.get(reverse("training:run_log", args=[pending.pk]), headers={"HX-Request": "true"})
     assert live.status_code == 200 and 'data-testid="run-log-empty"' in text(live)  # no log file yet
     done = client.get(reverse("training:run_log", args=[finished.pk]), headers={"HX-Request": "true"})
-    assert done.status_code == 286 and "succeeded at step 6" in text(done)
+    assert done.status_code == 286 and "finished at step 6" in text(done)
     status = client.get(reverse("training:run_status", args=[finished.pk]), headers={"HX-Request": "true"})
-    assert status.status_code == 286 and 'data-status="succeeded"' in text(status)
+    assert status.status_code == 286 and 'data-status="finished"' in text(status)
 
 
 def test_log_shows_only_the_last_200_lines(client_for, finished):
@@ -78,7 +78,7 @@ def test_stop_and_resume_buttons(client_for, launch, fake_runner, personas):
     run = launch(config={"max_steps": 10, "checkpoint_every": 2})
     fake_runner.on_step = lambda step: step == 3 and client.post(reverse("training:run_stop", args=[run.pk]))
     run_task(run)
-    assert (run.status, run.step) == ("stopped", 3)
+    assert (run.status, run.step) == ("cancelled", 3)
     page = text(client.get(reverse("training:run_detail", args=[run.pk])))
     assert 'data-testid="run-resume"' in page
     response = client.post(reverse("training:run_resume", args=[run.pk]))
@@ -86,7 +86,7 @@ def test_stop_and_resume_buttons(client_for, launch, fake_runner, personas):
     run.refresh_from_db()
     assert run.status == "pending"
     again = client.post(reverse("training:run_resume", args=[run.pk]), follow=True)
-    assert "only a stopped or failed run resumes" in text(again)
+    assert "only a cancelled or failed run resumes" in text(again)
     assert client_for("researcher").post(reverse("training:run_stop", args=[run.pk])).status_code == 403
     assert client_for("researcher").post(reverse("training:run_resume", args=[run.pk])).status_code == 403
 
@@ -207,7 +207,7 @@ def test_compare_api_overlays_only_the_shared_series(personas, two_runs):
 def test_series_api_returns_every_series_with_non_finite_values_as_null(personas, finished):
     MetricPoint.objects.create(run=finished, name="train/grad_norm", step=1, value=float("inf"))
     body = send(bearer_client(personas.researcher), "GET", f"/training-runs/{finished.pk}/series").json()
-    assert (body["run"], body["status"], body["step"]) == (finished.pk, "succeeded", 6)
+    assert (body["run"], body["status"], body["step"]) == (finished.pk, "finished", 6)
     assert set(body["series"]) == {"train/loss", "train/lr", "train/tokens_per_s", "train/grad_norm"}
     assert body["series"]["train/grad_norm"] == {"steps": [1], "values": [None]}
     assert body["series"]["train/loss"]["steps"] == [1, 2, 3, 4, 5, 6]
@@ -235,7 +235,7 @@ def test_series_api_with_a_cursor_gives_only_the_points_recorded_since(personas,
 def test_log_api_returns_the_tail(personas, finished):
     body = send(bearer_client(personas.researcher), "GET", f"/training-runs/{finished.pk}/log?tail=2").json()
     assert body["run"] == finished.pk and len(body["lines"]) == 2
-    assert "succeeded at step 6" in body["lines"][-1]
+    assert "finished at step 6" in body["lines"][-1]
     assert (
         send(
             bearer_client(personas.researcher), "GET", f"/training-runs/{finished.pk}/log?tail=0"
@@ -249,9 +249,10 @@ def test_api_stop_resume_and_promote(personas, launch, fake_runner):
     run = launch(config={"max_steps": 10, "checkpoint_every": 2})
     fake_runner.on_step = lambda step: step == 3 and send(admin, "POST", f"/training-runs/{run.pk}/stop")
     run_task(run)
-    assert run.status == "stopped"
+    assert run.status == "cancelled"
     again = send(admin, "POST", f"/training-runs/{run.pk}/stop")
-    assert again.status_code == 409 and again.json()["detail"] == f"run #{run.pk} has already stopped"
+    assert again.status_code == 409
+    assert again.json()["detail"] == f"run #{run.pk} has already ended (cancelled)"
     resumed = send(admin, "POST", f"/training-runs/{run.pk}/resume")
     assert resumed.status_code == 202 and resumed.json()["status"] == "pending"
     checkpoint = Checkpoint.objects.get(run=run, step=2)

@@ -204,7 +204,7 @@ def test_an_env_error_is_answered_by_its_rerun_and_a_final_one_comes_back_with_n
     source.publish(0, checkpoint(0))
     source.request("rl/a", 1, max_steps=5)
     failed = work(enqueued[0], env_error=True)
-    assert failed.status == "aborted" and source.poll(timeout=0) == []
+    assert failed.status == "failed" and source.poll(timeout=0) == []
     assert source.pending() == 1  # the re-run answers the request
     rerun = Episode.objects.get(retry_of=failed)
     assert rerun.max_steps == 5 and rerun.policy_version.name == f"run-{run.pk}-v0"

@@ -22,8 +22,8 @@ from django.core.files.storage import default_storage
 from django.core.management import call_command
 from django.test import override_settings
 
+from agent_core.rl.episodes import RLEpisode
 from agent_core.training.config import validate_config
-from agent_core.training.types import RLEpisode
 from tests.procs import BIN, child_db_env, process, wait_for
 from tests.sandbox_workers.hostproc import TOKEN, HostProc
 from webapp.catalog.models import Task
@@ -153,7 +153,7 @@ def test_rollouts_of_a_run_come_back_as_the_policy_made_them_and_follow_a_new_po
     for ep in first + second:
         episode = Episode.objects.get(pk=int(ep.episode_id))
         assert episode.policy_version.name == f"run-{run.pk}-v{ep.policy_version}"
-        assert episode.status == "finished" and not episode.env_error, episode.error_message
+        assert episode.status == "finished" and not episode.env_error, episode.error
         assert 1 <= ep.steps <= 2 and episode.num_steps == ep.steps  # the per-episode cap
         # The instruction the seed drew was kept, and the prompt starts from it.
         instruction = episode.prepared["instruction"]

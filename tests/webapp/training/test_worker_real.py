@@ -83,7 +83,7 @@ def test_a_worker_killed_with_sigkill_resumes_from_its_last_checkpoint(
         assert saved, f"no checkpoint after 180 s: {run_log_tail(run=run)[-5:]}"
 
     run.refresh_from_db()
-    assert run.status == "running" and run.attempts == 1, "the run ended before the worker was killed"
+    assert run.status == "running" and run.attempt == 1, "the run ended before the worker was killed"
     killed_at = run.step
     assert killed_at < MAX_STEPS
     last_saved = max(run.checkpoints.values_list("step", flat=True))
@@ -91,17 +91,17 @@ def test_a_worker_killed_with_sigkill_resumes_from_its_last_checkpoint(
     with override_settings(TRAINING_STALE_S=2):
         time.sleep(3)  # the dead worker's heartbeat goes stale
         with training_worker(tmp_path, "second"):
-            assert training_runs_reap() == {"requeued": 1, "failed": 0, "stopped": 0}
+            assert training_runs_reap() == {"requeued": 1, "failed": 0, "cancelled": 0}
             done = wait_for(
-                lambda: TrainingRun.objects.filter(pk=run.pk, status__in=["succeeded", "failed"]).exists(),
+                lambda: TrainingRun.objects.filter(pk=run.pk, status__in=["finished", "failed"]).exists(),
                 timeout=300,
                 interval=0.5,
             )
             assert done, f"the resumed run did not end: {run_log_tail(run=run)[-5:]}"
 
     run.refresh_from_db()
-    assert (run.status, run.error_message) == ("succeeded", "")
-    assert (run.step, run.attempts) == (MAX_STEPS, 2)
+    assert (run.status, run.error) == ("finished", "")
+    assert (run.step, run.attempt) == (MAX_STEPS, 2)
     log = "\n".join(run_log_tail(run=run, lines=2000))
     assert f"resuming from checkpoint step-{last_saved:06d}" in log
     assert f"resumed from step-{last_saved:06d} (step {last_saved})" in log

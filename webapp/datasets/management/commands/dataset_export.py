@@ -56,5 +56,5 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(result))
         else:
             self.stdout.write(", ".join(f"{k}={v}" for k, v in result.items()))
-        if done.status != DatasetExport.Status.DONE:
+        if done.status != DatasetExport.Status.FINISHED:
             raise CommandError(f"export #{done.pk} {done.status}: {done.error}")
