@@ -139,7 +139,7 @@ def main() -> None:
     from django.core.management import call_command
 
     from webapp.catalog.services import task_create
-    from webapp.datasets.routing import flywheel_round_close
+    from webapp.datasets.rounds import flywheel_round_close
 
     call_command("migrate", verbosity=0)
     task = task_create(

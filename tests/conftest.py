@@ -149,7 +149,7 @@ ENGINE_TESTS = (
     "tests/webapp/episodes/",
     "tests/webapp/infra/test_migrations.py",
     "tests/webapp/infra/test_job_states_migration.py",
-    "tests/webapp/datasets/test_routing.py",
+    "tests/webapp/datasets/test_rounds.py",
     "tests/webapp/datasets/test_exports.py",
     "tests/webapp/reviews/test_services.py",
     "tests/webapp/reviews/test_agreement.py",

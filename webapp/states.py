@@ -44,8 +44,8 @@ STATES: dict[str, dict[str, str | None]] = {
     },
     "datasets.FlywheelIteration": {
         "pending": None,  # a round is created running (its row is the lock); a failed one is deleted
-        "running": "webapp.datasets.routing.flywheel_round_start",
-        "finished": "webapp.datasets.routing.flywheel_round_close",
+        "running": "webapp.datasets.rounds.flywheel_round_start",
+        "finished": "webapp.datasets.rounds.flywheel_round_close",
         "failed": None,  # a failed round leaves nothing: flywheel_round_close, flywheel_rounds_reap delete it
         "cancelled": None,
     },

@@ -34,7 +34,7 @@ from webapp.catalog.models import Task
 from webapp.catalog.services import suite_get_or_create, suite_load
 from webapp.dashboards.services import health_sample_take
 from webapp.datasets.models import DatasetExport, FlywheelIteration
-from webapp.datasets.routing import flywheel_round_close
+from webapp.datasets.rounds import flywheel_round_close
 from webapp.episodes.models import Episode
 from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch

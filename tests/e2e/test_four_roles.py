@@ -27,7 +27,7 @@ from webapp.annotation.models import Assignment
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_get_or_create, suite_load
 from webapp.datasets.models import DatasetMembership, FlywheelIteration
-from webapp.datasets.routing import CT_DATASET, SFT_DATASET
+from webapp.datasets.rounds import CT_DATASET, SFT_DATASET
 from webapp.episodes.models import Episode
 from webapp.policies.models import PolicyVersion
 from webapp.reviews.models import Review

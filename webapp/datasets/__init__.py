@@ -1,5 +1,5 @@
 """Datasets (floor 5): episodes routed into versions. Datasets and immutable versions, the flywheel round
-(`routing.py`: verified-good to SFT, the rest to continual pre-training), exports and withdrawals.
+(`rounds.py`: verified-good to SFT, the rest to continual pre-training), exports and withdrawals.
 
 Owns: Dataset, DatasetVersion, DatasetMembership, FlywheelIteration, DatasetExport, VersionWithdrawal.
 Calls: episodes, reviews, policies.

@@ -26,7 +26,7 @@ from webapp.datasets.models import (
     DatasetVersion,
     FlywheelIteration,
 )
-from webapp.datasets.routing import RoundError, round_enqueue
+from webapp.datasets.rounds import RoundError, round_enqueue
 from webapp.datasets.selectors import (
     datasets_list,
     round_closing,

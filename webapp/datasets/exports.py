@@ -31,10 +31,10 @@ from agent_core.flywheel import TrajectoryView, Verdict
 from webapp.common.params import parse_whole
 from webapp.common.queue import DATASET_EXPORT, enqueue_or_note
 from webapp.datasets.models import DatasetExport, DatasetVersion
-from webapp.datasets.routing import trajectories
 from webapp.datasets.services import DatasetError, version_usable
 from webapp.env import private_dir
 from webapp.episodes.models import Episode
+from webapp.reviews.trajectories import trajectories
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from celery import shared_task
 
 from webapp.datasets.exports import export_run, exports_reap
 from webapp.datasets.models import FlywheelIteration
-from webapp.datasets.routing import flywheel_round_close, flywheel_rounds_reap
+from webapp.datasets.rounds import flywheel_round_close, flywheel_rounds_reap
 
 
 @shared_task(name="webapp.datasets.tasks.flywheel_round_task")

@@ -13,7 +13,7 @@ from webapp.common.text import MAX_NOTE, text_problem
 from webapp.datasets.api import archive_response
 from webapp.datasets.exports import ExportBusy, export_cancel, export_create
 from webapp.datasets.models import Dataset, DatasetExport, DatasetVersion
-from webapp.datasets.routing import RoundError, round_enqueue
+from webapp.datasets.rounds import RoundError, round_enqueue
 from webapp.datasets.selectors import (
     datasets_list,
     exports_of,

@@ -25,9 +25,9 @@ from agent_core.thoughts import learnable_thought
 from agent_core.training.episodes import rl_episode, sft_examples
 from agent_core.training.types import SFTExample
 from webapp.datasets.models import DatasetVersion
-from webapp.datasets.routing import review_prefetches, trajectory_view
 from webapp.episodes.models import Episode, Step
 from webapp.reviews.models import StepLabel
+from webapp.reviews.trajectories import review_prefetches, trajectory_view
 
 CHUNK = 50
 """Episodes loaded (with their steps) per query while streaming a dataset version."""

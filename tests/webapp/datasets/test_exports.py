@@ -17,7 +17,7 @@ from tests.conftest import Personas, Queued
 from tests.webapp.datasets.conftest import GOOD, build_episode, click
 from webapp.datasets import exports as ex
 from webapp.datasets.models import Dataset, DatasetExport, DatasetVersion
-from webapp.datasets.routing import SFT_DATASET, flywheel_round_close
+from webapp.datasets.rounds import SFT_DATASET, flywheel_round_close
 from webapp.datasets.services import (
     DatasetError,
     VersionGone,

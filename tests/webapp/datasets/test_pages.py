@@ -12,7 +12,7 @@ from tests.conftest import Personas
 from tests.webapp.datasets.conftest import GOOD, build_episode
 from webapp.datasets import exports as ex
 from webapp.datasets.models import DatasetExport, DatasetVersion, FlywheelIteration
-from webapp.datasets.routing import SFT_DATASET, flywheel_round_close
+from webapp.datasets.rounds import SFT_DATASET, flywheel_round_close
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,9 @@ from tests.conftest import Personas
 from tests.factories import make_episode, make_task
 from tests.webapp.pages.conftest import ClientFor
 from webapp.catalog.models import Task
-from webapp.datasets.routing import trajectory_view
 from webapp.episodes.models import Episode
 from webapp.reviews.services import review_assign
+from webapp.reviews.trajectories import trajectory_view
 from webapp.rollouts.selectors import episode_memory
 from webapp.training.data import step_records_of
 

@@ -162,7 +162,7 @@ def _sft_export_teaches_real_thoughts(batch: RolloutBatch, tmp_path: Path) -> No
     from agent_core.thoughts import is_placeholder_thought
     from webapp.datasets import exports
     from webapp.datasets.models import DatasetVersion
-    from webapp.datasets.routing import SFT_DATASET, flywheel_round_close
+    from webapp.datasets.rounds import SFT_DATASET, flywheel_round_close
 
     with override_settings(EXPORTS_DIR=tmp_path / "exports"):
         flywheel_round_close()

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from webapp.datasets.routing import RoundError, flywheel_round_close
+from webapp.datasets.rounds import RoundError, flywheel_round_close
 
 
 class Command(BaseCommand):

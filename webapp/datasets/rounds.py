@@ -1,4 +1,4 @@
-"""The flywheel's routing: every finished trajectory gets a verdict V(s) and lands in SFT (V=1) or CT (V=0).
+"""The flywheel round: every finished trajectory gets a verdict V(s) and lands in SFT (V=1) or CT (V=0).
 
 A round routes every finished episode up to its cutoff (a later review can move an episode that an
 earlier round placed), writes one new sealed version of each flywheel dataset, and keeps per-round
@@ -11,22 +11,21 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, F, Max, OuterRef, Prefetch, QuerySet
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
-from agent_core.flywheel import StepView, TrajectoryView, Verdict, review_verdict, route, validate
+from agent_core.flywheel import TrajectoryView, Verdict, route, validate
 from webapp.common.queue import FLYWHEEL_ROUND, UNAVAILABLE, enqueue_or_note
 from webapp.datasets.models import Dataset, DatasetVersion, FlywheelIteration
 from webapp.datasets.services import dataset_version_create
-from webapp.episodes.models import Episode, Step
-from webapp.reviews.models import Review, ReviewEvent, StepLabel
+from webapp.episodes.models import Episode
+from webapp.reviews.trajectories import trajectories
 
 log = logging.getLogger(__name__)
 
@@ -61,118 +60,6 @@ def routable_episodes(*, cutoff: datetime) -> QuerySet[Episode]:
     return Episode.objects.filter(
         status=Episode.Status.FINISHED, env_error=False, finished_at__lte=cutoff
     ).order_by("pk")
-
-
-def _reviews() -> QuerySet[Review]:
-    """An episode's reviews in the order they were decided, each knowing whether it was ever sent back."""
-    sent_back = ReviewEvent.objects.filter(review=OuterRef("pk"), to_state=Review.State.SENT_BACK)
-    return Review.objects.annotate(was_sent_back=Exists(sent_back)).order_by(
-        F("decided_at").asc(nulls_last=True), "updated_at", "pk"
-    )
-
-
-def review_prefetches() -> list[Prefetch[Any]]:
-    """What `trajectory_view` reads of an episode's reviews and forks, for prefetch_related."""
-    return [
-        Prefetch("reviews", queryset=_reviews(), to_attr="routing_reviews"),
-        Prefetch("routing_reviews__labels", queryset=StepLabel.objects.all(), to_attr="all_labels"),
-        Prefetch("forks", queryset=_finished_forks(), to_attr="finished_forks"),
-    ]
-
-
-def _finished_forks() -> QuerySet[Episode]:
-    return Episode.objects.filter(status=Episode.Status.FINISHED, env_error=False).only("pk", "forked_from")
-
-
-def with_trajectory_data(queryset: QuerySet[Episode]) -> QuerySet[Episode]:
-    """`queryset` with what trajectory_view reads, fetched a chunk of episodes at a time."""
-    steps = Step.objects.order_by("index").defer("token_ids", "logprobs", "info", "a11y_tree")
-    return queryset.select_related("task", "policy_version", "annotator").prefetch_related(
-        Prefetch("steps", queryset=steps, to_attr="ordered_steps"), *review_prefetches(), "task__suites"
-    )
-
-
-def _review_of(episode: Episode) -> tuple[str, dict[int, StepLabel]]:
-    """The episode's review verdict (agent_core.flywheel.review_verdict: every state of every review
-    counts) and the labels of the review that decides it."""
-    reviews = getattr(episode, "routing_reviews", None)
-    if reviews is None:
-        reviews = list(_reviews().filter(episode=episode))
-    verdict = review_verdict((r.state, bool(r.was_sent_back)) for r in reviews)
-    if not verdict:
-        return "", {}
-    state = {"sent_back": Review.State.SENT_BACK}.get(verdict, verdict)
-    deciding = [r for r in reviews if r.state == state] or [r for r in reviews if r.was_sent_back]
-    labels = getattr(deciding[-1], "all_labels", None)
-    if labels is None:
-        labels = list(deciding[-1].labels.all())
-    return verdict, {label.step_id: label for label in labels}
-
-
-def _superseded_by(episode: Episode) -> int | None:
-    forks = getattr(episode, "finished_forks", None)
-    if forks is None:
-        forks = list(_finished_forks().filter(forked_from=episode))
-    return min((f.pk for f in forks), default=None)
-
-
-def trajectory_view(*, episode: Episode) -> TrajectoryView:
-    """The agent_core view of one episode, with its decided review's labels and corrections."""
-    review, labels = _review_of(episode)
-    steps = getattr(episode, "ordered_steps", None)
-    if steps is None:
-        steps = list(episode.steps.order_by("index"))
-    views = []
-    for step in steps:
-        label = labels.get(step.pk)
-        screen = (step.screen_width, step.screen_height) if step.screen_width and step.screen_height else None
-        views.append(
-            StepView(
-                index=step.index,
-                actor=step.actor,
-                screenshot=step.screenshot.name or "",
-                screen=screen,
-                thought=step.thought,
-                # An output that did not parse is stored as {"type": "invalid", ...}: no action.
-                action=None if (not step.action or step.action.get("type") == "invalid") else step.action,
-                action_text=step.action_text,
-                invalid_reason=step.invalid_reason,
-                raw_output=step.raw_output,
-                label=label.label if label else "",
-                corrected_thought=label.corrected_thought if label else "",
-                corrected_action=label.corrected_action if label else None,
-            )
-        )
-    task = episode.task
-    return TrajectoryView(
-        episode_id=episode.pk,
-        task=task.slug,
-        instruction=episode.instruction,
-        platform=task.platform,
-        source=episode.source,
-        policy_version=episode.policy_version.name if episode.policy_version_id else "",
-        reward=episode.reward,
-        max_steps=task.max_steps,
-        review=review,
-        steps=tuple(views),
-        suites=tuple(sorted(s.slug for s in task.suites.all())),
-        annotator=episode.annotator.get_username() if episode.annotator_id else "",
-        final_answer=episode.final_answer,
-        superseded_by=_superseded_by(episode),
-    )
-
-
-def trajectories(
-    queryset: QuerySet[Episode], *, chunk: int = 100
-) -> Iterator[tuple[Episode, TrajectoryView]]:
-    """Each episode of `queryset` with its trajectory view, loading `chunk` episodes at a time."""
-    for episode in with_trajectory_data(queryset).iterator(chunk_size=chunk):
-        yield episode, trajectory_view(episode=episode)
-
-
-def episode_verdict(*, episode: Episode) -> Verdict:
-    """V(s) of one episode as the next round would judge it now."""
-    return validate(trajectory_view(episode=episode))
 
 
 class _Tally:

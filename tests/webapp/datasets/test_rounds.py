@@ -9,7 +9,7 @@ from tests.factories import make_task
 from tests.webapp.datasets.conftest import GOOD, LOOP, build_episode, click
 from webapp.catalog.models import TaskSuite
 from webapp.datasets.models import DatasetMembership, DatasetVersion, FlywheelIteration, ImmutableVersionError
-from webapp.datasets.routing import (
+from webapp.datasets.rounds import (
     CT_DATASET,
     SFT_DATASET,
     RoundError,
@@ -151,7 +151,7 @@ def test_a_round_with_no_episodes_writes_empty_versions() -> None:
 def test_a_round_asked_for_while_the_broker_is_down_is_not_left_claimed(
     queued: Queued, django_capture_on_commit_callbacks
 ) -> None:
-    from webapp.datasets.routing import round_enqueue
+    from webapp.datasets.rounds import round_enqueue
 
     queued.down = ConnectionError("Connection refused")
     with (
