@@ -2,8 +2,9 @@
 
 Owns: the action dataclasses and their JSON form (`model`), model coordinate spaces (`coords`), the
 UI-TARS grammar (`lexer`, `grammar`, `json_form`) and other agents' forms (`compat`, `pointer`,
-`pyautogui_code`, `computer13`). Calls nothing outside itself. Called by every other part: policies,
-the agent loop, the sandboxes that execute actions, recording and exports, annotation and review.
+`pyautogui_code`, `computer13`, `tool_calls`, `xml_calls`, `prose`). Calls nothing outside itself.
+Called by every other part: policies, the agent loop, the sandboxes that execute actions, recording
+and exports, annotation and review.
 """
 
 from agent_core.actions.model import (

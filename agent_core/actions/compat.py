@@ -1,6 +1,8 @@
 """`parse_output`: a model's output in any of `FORMATS`, ours (UI-TARS text, JSON) or other agents'.
 
-Other agents' forms are pyautogui code (`pyautogui_code`) and OSWorld's computer_13 dicts (`computer13`).
+Other agents' forms are pyautogui code (`pyautogui_code`), OSWorld's computer_13 dicts (`computer13`),
+Qwen-VL's computer_use / mobile_use function calls (`tool_calls`) and the XML function calls of newer
+UI-TARS / Seed models (`xml_calls`); each module's docstring gives the grammar it accepts.
 
 pyautogui code is read with `ast` and never run: only calls with literal arguments are understood.
 Both forms keep track of the pointer, as the real mouse would, so ``moveTo`` then ``dragTo`` (or
@@ -28,8 +30,10 @@ from agent_core.actions.grammar import (
 from agent_core.actions.json_form import parse_json_response
 from agent_core.actions.pointer import TOKENS, check_coords
 from agent_core.actions.pyautogui_code import pyautogui_actions
+from agent_core.actions.tool_calls import parse_tool_calls
+from agent_core.actions.xml_calls import parse_xml_calls
 
-FORMATS: tuple[str, ...] = ("uitars", "json", "pyautogui", "computer13")
+FORMATS: tuple[str, ...] = ("uitars", "json", "pyautogui", "computer13", "tool_calls", "xml_calls")
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.S)
 
 
@@ -72,6 +76,10 @@ def parse_output(
         return parse_response(text, screen=screen, coords=coords, platform=platform)
     if fmt == "json":
         return parse_json_response(text, screen=screen, coords=coords, platform=platform)
+    if fmt == "tool_calls":
+        return parse_tool_calls(text, screen=screen, coords=coords, platform=platform)
+    if fmt == "xml_calls":
+        return parse_xml_calls(text, screen=screen, coords=coords, platform=platform)
     check_coords(screen, coords)
     platform_actions(platform)  # raises ValueError for an unknown platform
     if not isinstance(text, str):

@@ -253,14 +253,14 @@ _BUILDERS: dict[str, Callable[[_Args], A.Action]] = {
 }
 
 
-def _where(text: str, pos: int) -> str:
+def error_where(text: str, pos: int) -> str:
     line = text.count("\n", 0, pos) + 1
     col = pos - (text.rfind("\n", 0, pos) + 1) + 1
     return f"line {line}, column {col}: {text[pos : pos + 40]!r}"
 
 
-def _build(call: Call, text: str, screen: tuple[int, int], coords: str, platform: str) -> A.Action:
-    where = _where(text, call.start)
+def build_action(call: Call, text: str, screen: tuple[int, int], coords: str, platform: str) -> A.Action:
+    where = error_where(text, call.start)
     allowed = SIGNATURES.get(call.name)
     if allowed is None:
         raise ActionParseError(
@@ -277,7 +277,7 @@ def _build(call: Call, text: str, screen: tuple[int, int], coords: str, platform
             valid = ", ".join(allowed) or "none"
             raise ActionParseError(
                 f"unknown argument {key!r} for {call.name}(); valid: {valid}",
-                where=_where(text, value.pos),
+                where=error_where(text, value.pos),
                 position=value.pos,
             )
     try:
@@ -339,10 +339,10 @@ def parse_response(
     try:
         calls = read_calls(text, marker.end(), len(text))
     except LexError as exc:
-        raise ActionParseError(exc.reason, where=_where(text, exc.pos), position=exc.pos) from None
+        raise ActionParseError(exc.reason, where=error_where(text, exc.pos), position=exc.pos) from None
     if not calls:
         raise ActionParseError("'Action:' is followed by no action", position=marker.end())
-    built = tuple(_build(call, text, screen, coords, platform) for call in calls)
+    built = tuple(build_action(call, text, screen, coords, platform) for call in calls)
     return ParsedResponse(
         thought=sections["thought"],
         reflection=sections["reflection"],

@@ -76,7 +76,8 @@ class Policy(ABC):
     coords: str = "smart_resize"
     """How coordinates in this policy's text are meant: smart_resize, relative (0–1000) or absolute."""
     output_format: str = "uitars"
-    """The text form its responses take: uitars, json, pyautogui or computer13."""
+    """The text form its responses take: one of agent_core.actions.compat.FORMATS (uitars, json, pyautogui,
+    computer13, tool_calls, xml_calls)."""
     privileged: ClassVar[bool] = False
     """Whether it is given the environment itself (only the scripted oracle is)."""
     wants_messages: ClassVar[bool] = True

@@ -319,6 +319,25 @@ def test_parse_output_computer13():
     assert bare.actions == (A.Wait(WAIT_SECONDS), A.Finished(""))
 
 
+def test_parse_output_tool_calls_and_xml_calls():
+    tool = parse_output(
+        'Click OK.\n<tool_call>{"name": "computer_use", "arguments": '
+        '{"action": "left_click", "coordinate": [500, 500]}}</tool_call>',
+        fmt="tool_calls",
+        screen=FHD,
+        coords="relative",
+    )
+    xml = parse_output(
+        "Click OK.\n<seed:tool_call><function=click><parameter=point><point>500 500</point></parameter>"
+        "</function></seed:tool_call>",
+        fmt="xml_calls",
+        screen=FHD,
+        coords="relative",
+    )
+    assert tool.actions == xml.actions == (A.Click(960, 540),)
+    assert tool.thought == xml.thought == "Click OK."
+
+
 def test_parse_output_checks_the_platform():
     with pytest.raises(ActionParseError, match="not available on mobile"):
         parse_output(
@@ -335,6 +354,8 @@ def test_parse_output_checks_the_platform():
         ("pyautogui", "x" * 20_001, "too long"),
         ("uitars", "no action here", "no 'Action:'"),
         ("json", "{}", "non-empty list"),
+        ("tool_calls", "<tool_call>{oops</tool_call>", "not valid JSON"),
+        ("xml_calls", "click(start_box='(1,2)')", "no <function="),
     ],
 )
 def test_parse_output_errors(fmt, text, needle):
@@ -345,7 +366,7 @@ def test_parse_output_errors(fmt, text, needle):
 def test_parse_output_unknown_format_lists_the_valid_ones():
     with pytest.raises(ValueError, match="uitars, json, pyautogui, computer13"):
         parse_output("x", fmt="xml", screen=FHD)
-    assert FORMATS == ("uitars", "json", "pyautogui", "computer13")
+    assert FORMATS == ("uitars", "json", "pyautogui", "computer13", "tool_calls", "xml_calls")
     with pytest.raises(ValueError, match="valid: desktop"):
         parse_output("DONE", fmt="pyautogui", screen=FHD, coords="absolute", platform="tv")
 

@@ -1,7 +1,7 @@
 """Fuzzed model outputs: every one parses or raises ActionParseError with a reason — nothing else.
 
 Deterministic (fixed seed) and quick: 10,000 mutated UI-TARS responses, plus smaller runs through the
-JSON, pyautogui and computer_13 readers.
+JSON, pyautogui, computer_13, tool-call and XML-call readers.
 """
 
 from __future__ import annotations
@@ -64,6 +64,36 @@ SEEDS_C13 = [
     '```json\n{"action_type": "TYPING", "parameters": {"text": "hi"}}\n```\n'
     '```json\n{"action_type": "DONE"}\n```',
 ]
+SEEDS_TOOL_CALLS = [
+    "I will click the field.\n<tool_call>\n"
+    '{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [300, 200]}}\n</tool_call>',
+    '<think>drag it</think>\nAction: Drag the file.\n<tool_call>{"name": "computer_use", "arguments": '
+    '{"action": "mouse_move", "coordinate": [10, 20]}}</tool_call>\n<tool_call>{"name": "computer_use", '
+    '"arguments": {"action": "left_click_drag", "coordinate": [400, 300]}}</tool_call>',
+    '<tool_call>{"name": "computer_use", "arguments": {"action": "key", "keys": ["ctrl", "s"]}}</tool_call>'
+    '<tool_call>{"name": "computer_use", "arguments": {"action": "scroll", "pixels": -5}}</tool_call>'
+    '<tool_call>{"name": "computer_use", "arguments": {"action": "terminate", "status": "success"}}'
+    "</tool_call>",
+    '{"role": "assistant", "content": "typing", "tool_calls": [{"id": "1", "type": "function", "function": '
+    '{"name": "computer_use", "arguments": "{\\"action\\": \\"type\\", \\"text\\": \\"hi\\\\n\\"}"}}]}',
+    '<tool_call>{"name": "mobile_use", "arguments": {"action": "swipe", "coordinate": [100, 300], '
+    '"coordinate2": [100, 50]}}</tool_call>\n<tool_call>{"name": "mobile_use", "arguments": '
+    '{"action": "system_button", "button": "Back"}}</tool_call>',
+    '{"name": "mobile_use", "arguments": {"action": "long_press", "coordinate": [200, 200], "time": 2}}',
+]
+SEEDS_XML_CALLS = [
+    "<think>click the box</think>\n<seed:tool_call>\n<function=click>\n"
+    "<parameter=point><point>300 200</point></parameter>\n</function>\n</seed:tool_call>",
+    '<seed:tool_call><function name="drag"><parameter name="start_point" string="true"><point>10 20</point>'
+    '</parameter><parameter name="end_point" string="true"><point>400 300</point></parameter></function>'
+    "</seed:tool_call>",
+    "<tool_call>\n<function=type>\n<parameter=content>\nhello\n\n</parameter>\n</function>\n"
+    "<function=hotkey>\n<parameter=key>ctrl s</parameter>\n</function>\n</tool_call>",
+    "Thought: scroll\n<function=scroll><parameter=point>(100,200)</parameter>"
+    "<parameter=direction>down</function><function=finished><parameter=content>ok</parameter></function>",
+    "<function=long_press><parameter=point>200 300</parameter></function>"
+    "<function=press_back></function><function=open_app><parameter=app_name>Settings</parameter></function>",
+]
 
 ALPHABET = list("'\"()[]{},=<>|\\:;.+-_ \n\t0123456789abcxyzAZ") + [
     "天",
@@ -83,6 +113,14 @@ ALPHABET = list("'\"()[]{},=<>|\\:;.+-_ \n\t0123456789abcxyzAZ") + [
     "Action:",
     "Thought:",
     "```",
+    "<tool_call>",
+    "</tool_call>",
+    "<function=",
+    "</function>",
+    "<parameter=",
+    "</parameter>",
+    '"coordinate": ',
+    "null",
 ]
 WEIRD_NUMBERS = [
     "9" * 5000,
@@ -215,3 +253,25 @@ def test_fuzzed_pyautogui_and_computer13_outputs_parse_or_fail_cleanly():
     assert parsed > 50 and rejected > 500
     parsed, rejected = _fuzz(1000, SEEDS_C13, parse_with("computer13"), SEED + 3)
     assert parsed > 50 and rejected > 300
+
+
+def test_fuzzed_tool_calls_and_xml_calls_parse_or_fail_cleanly():
+    def parse_with(fmt: str) -> Callable[[str, random.Random], object]:
+        def parse(text: str, rng: random.Random) -> object:
+            screen = rng.choice(SCREENS)
+            result = parse_output(
+                text,
+                fmt=fmt,
+                screen=screen,
+                coords=rng.choice(COORD_SPACES),
+                platform=rng.choice(PLATFORMS),
+            )
+            _check_actions(result.actions, result.action_texts, screen)
+            return result
+
+        return parse
+
+    parsed, rejected = _fuzz(1500, SEEDS_TOOL_CALLS, parse_with("tool_calls"), SEED + 4)
+    assert parsed > 50 and rejected > 500
+    parsed, rejected = _fuzz(1500, SEEDS_XML_CALLS, parse_with("xml_calls"), SEED + 5)
+    assert parsed > 50 and rejected > 500
