@@ -120,12 +120,22 @@ def parse_chat_completion(data: Any) -> PolicyOutput:
     if isinstance(reasoning, str) and reasoning:
         meta["reasoning"] = reasoning
     return PolicyOutput(
-        text=_content_text(message.get("content")),
+        text=_response_text(message),
         token_ids=token_ids,
         logprobs=logprobs,
         prompt_token_ids=prompt_ids,
         meta=meta,
     )
+
+
+def _response_text(message: Mapping[str, Any]) -> str:
+    """The text the agent parses: the content, or, when a server's tool-call parser took the calls out of
+    the content into `tool_calls`, the message as JSON (the `tool_calls` output format reads that form)."""
+    text = _content_text(message.get("content"))
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list) or not calls:
+        return text
+    return json.dumps({"role": "assistant", "content": text, "tool_calls": calls}, ensure_ascii=False)
 
 
 def list_models(base_url: str, api_key: str | None = None, timeout: float = 5.0) -> list[str]:

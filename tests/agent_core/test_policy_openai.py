@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from agent_core.actions.compat import parse_output
 from agent_core.env import Obs
 from agent_core.policies import PolicyError, PolicyInput, make_policy
 from agent_core.policies.openai import OpenAIPolicy, list_models
@@ -309,3 +310,33 @@ def test_request_body_is_plain_json() -> None:
     assert (policy.coords, policy.output_format) == ("smart_resize", "uitars")
     other = OpenAIPolicy(base_url="http://h/v1", model="m", coords="relative", output_format="json")
     assert (other.coords, other.output_format) == ("relative", "json")
+
+
+def test_tool_calls_a_server_took_out_of_the_content_reach_the_tool_calls_parser(server: FakeServer) -> None:
+    # vLLM with a tool-call parser (--enable-auto-tool-choice) answers a computer_use call in
+    # message.tool_calls with the content empty: the policy's text must still carry the call.
+    call = {"action": "left_click", "coordinate": [640, 400]}
+
+    async def tool_call(body: dict[str, Any]) -> web.Response:
+        reply = vllm_reply(body)
+        message = reply["choices"][0]["message"]
+        message["content"] = "I will open the settings."
+        message["tool_calls"] = [
+            {
+                "id": "call_0",
+                "type": "function",
+                "function": {"name": "computer_use", "arguments": json.dumps(call)},
+            }
+        ]
+        reply["choices"][0]["finish_reason"] = "tool_calls"
+        return web.json_response(reply)
+
+    server.script = [tool_call]
+    out = make(server, output_format="tool_calls", coords="absolute").act(policy_input())
+    parsed = parse_output(
+        out.text, fmt="tool_calls", screen=(1280, 800), coords="absolute", platform="desktop"
+    )
+    assert [type(a).__name__ for a in parsed.actions] == ["Click"]
+    assert parsed.thought == "I will open the settings."
+    # Without tool_calls the text is the content, unchanged.
+    assert make(server).act(policy_input()).text == REPLY
