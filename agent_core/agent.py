@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent_core import actions as A
 from agent_core.actions.compat import parse_output
@@ -243,7 +244,7 @@ def _act(ep: _Episode, turn: _Turn) -> None:
             latency_ms=turn.latency_ms if j == 0 else 0,
             token_ids=out.token_ids if j == 0 else None,
             logprobs=out.logprobs if j == 0 else None,
-            info={**extra, **({"continued": True} if j else {})},
+            info={**extra, **served_by(out), **({"continued": True} if j else {})},
         )
         if not _act_one(ep, step, action):
             return
@@ -421,7 +422,18 @@ def _invalid(
         latency_ms=latency_ms,
         token_ids=out.token_ids,
         logprobs=out.logprobs,
+        info=served_by(out),
     )
+
+
+def served_by(out: PolicyOutput) -> dict[str, Any]:
+    """Which inference server and which weights answered a turn (the server's base URL and the model it
+    named), kept with each of the turn's steps so a rollout shows where every action came from. Policies
+    run in this process answer for themselves (the episode's policy version): nothing is added."""
+    meta = out.meta or {}
+    if not isinstance(meta.get("server"), str) or not meta["server"]:
+        return {}
+    return {k: meta[k] for k in ("server", "model") if isinstance(meta.get(k), str) and meta[k]}
 
 
 def _acted(step: StepRecord, after: Obs | None, *, invalid: str = "") -> StepRecord:

@@ -3,6 +3,10 @@
 The agent builds the prompt (`PolicyInput.messages`); this policy sends it, and returns the raw response
 text with, where the server gives them, the generated token ids, their logprobs and the prompt's token
 ids (vLLM: `logprobs: true` plus `extra_body={"return_token_ids": true}`), which RL training needs.
+
+Several servers may serve the same model (`base_urls` beside `base_url`): each request goes to the one
+with the fewest requests in flight from this process, and a server that fails (unreachable, timed out,
+429/5xx after the retries) sits out a cool-off while the request is sent once more to another.
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -21,6 +26,67 @@ from agent_core.policies.base import Policy, PolicyError, PolicyInput, PolicyOut
 # vLLM with --return-tokens-as-token-ids writes each logprob token as "token_id:1234".
 _TOKEN_ID_RE = re.compile(r"^token_id:(\d+)$")
 _ERROR_CHARS = 500
+# How long a server that failed is passed over when another can take the request.
+COOL_OFF_S = 30.0
+
+
+class _ServerFailed(PolicyError):
+    """The server, not the request, failed (unreachable, timed out, 429/5xx after the retries)."""
+
+    def __init__(self, message: str, attempts: int) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class _Servers:
+    """Requests in flight and cool-offs per server, for every OpenAIPolicy of the process: policies are
+    made per episode and per rollout thread, so only a count shared by all of them sees the load."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight: dict[str, int] = {}
+        self._down_until: dict[str, float] = {}
+        self._picks = 0
+        self._last_pick: dict[str, int] = {}
+
+    def acquire(self, urls: Sequence[str], exclude: Sequence[str] = ()) -> str | None:
+        """The least busy server of `urls` not in `exclude` (ties: the least recently picked), counted
+        in flight until `release`. Servers cooling off are passed over; on a first pick (no `exclude`)
+        when all are cooling off, one is tried anyway; on a failover, None."""
+        with self._lock:
+            now = time.monotonic()
+            pool = [u for u in urls if u not in exclude]
+            up = [u for u in pool if self._down_until.get(u, 0.0) <= now]
+            choices = up or ([] if exclude else pool)
+            if not choices:
+                return None
+            url = min(choices, key=lambda u: (self._in_flight.get(u, 0), self._last_pick.get(u, -1)))
+            self._picks += 1
+            self._last_pick[url] = self._picks
+            self._in_flight[url] = self._in_flight.get(url, 0) + 1
+            return url
+
+    def release(self, url: str) -> None:
+        with self._lock:
+            self._in_flight[url] -= 1
+
+    def mark_down(self, url: str) -> None:
+        with self._lock:
+            self._down_until[url] = time.monotonic() + COOL_OFF_S
+
+    def in_flight(self, url: str) -> int:
+        with self._lock:
+            return self._in_flight.get(url, 0)
+
+    def reset(self) -> None:
+        """Forget every count and cool-off (tests)."""
+        with self._lock:
+            self._in_flight.clear()
+            self._down_until.clear()
+            self._last_pick.clear()
+
+
+SERVERS = _Servers()
 
 
 def _truncate(text: str, limit: int = _ERROR_CHARS) -> str:
@@ -154,6 +220,23 @@ def list_models(base_url: str, api_key: str | None = None, timeout: float = 5.0)
         raise PolicyError(f"GET {url}: unexpected response ({exc}): {_truncate(resp.text)}") from None
 
 
+def _server_urls(base_url: Any, base_urls: Any) -> tuple[str, ...]:
+    """`base_url` then `base_urls` (each an http(s) URL), without trailing slashes, duplicates dropped."""
+    if not isinstance(base_url, str):
+        raise PolicyError(f"openai policy: base_url must be one URL (more go in base_urls), got {base_url!r}")
+    if base_urls is None:
+        base_urls = []
+    if isinstance(base_urls, str) or not isinstance(base_urls, Sequence):
+        raise PolicyError(f"openai policy: base_urls must be a list of URLs, got {base_urls!r}")
+    urls = [base_url.rstrip("/")]
+    for url in base_urls:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise PolicyError(f"openai policy: base_urls: not an http(s) URL: {url!r}")
+        if url.rstrip("/") not in urls:
+            urls.append(url.rstrip("/"))
+    return tuple(urls)
+
+
 @register_policy("openai")
 class OpenAIPolicy(Policy):
     """Chat completions over HTTP; the response text is the agent's to parse."""
@@ -163,6 +246,7 @@ class OpenAIPolicy(Policy):
         *,
         base_url: str,
         model: str,
+        base_urls: Sequence[str] | None = None,
         api_key: str | None = None,
         api_key_env: str | None = None,
         temperature: float = 0.0,
@@ -182,7 +266,9 @@ class OpenAIPolicy(Policy):
             api_key = os.environ.get(api_key_env)
             if not api_key:
                 raise PolicyError(f"openai policy: environment variable {api_key_env} is not set")
-        self.base_url = base_url.rstrip("/")
+        self.base_urls = _server_urls(base_url, base_urls)
+        """Every server the requests are spread over, `base_url` first."""
+        self.base_url = self.base_urls[0]
         self.url = self.base_url + "/chat/completions"
         self.model = model
         self.temperature = temperature
@@ -200,7 +286,8 @@ class OpenAIPolicy(Policy):
 
     def __repr__(self) -> str:
         # Never the key.
-        return f"OpenAIPolicy(base_url={self.base_url!r}, model={self.model!r})"
+        more = f", base_urls={list(self.base_urls[1:])!r}" if len(self.base_urls) > 1 else ""
+        return f"OpenAIPolicy(base_url={self.base_url!r}{more}, model={self.model!r})"
 
     def _http(self) -> httpx.Client:
         if self._client is None:
@@ -228,15 +315,16 @@ class OpenAIPolicy(Policy):
     def act(self, inp: PolicyInput) -> PolicyOutput:
         body = self.request_body(inp)
         started = time.monotonic()
-        resp, attempts = self._post(body)
+        resp, attempts, server = self._post(body)
         try:
             data = resp.json()
         except ValueError:
             raise PolicyError(
-                f"POST {self.url}: malformed JSON in the response: {_truncate(resp.text)}"
+                f"POST {server}/chat/completions: malformed JSON in the response: {_truncate(resp.text)}"
             ) from None
         out = parse_chat_completion(data)
-        meta = {**out.meta, "latency_ms": int((time.monotonic() - started) * 1000), "attempts": attempts}
+        latency_ms = int((time.monotonic() - started) * 1000)
+        meta = {**out.meta, "latency_ms": latency_ms, "attempts": attempts, "server": server}
         return PolicyOutput(
             text=out.text,
             token_ids=out.token_ids,
@@ -245,35 +333,68 @@ class OpenAIPolicy(Policy):
             meta=meta,
         )
 
-    def _post(self, body: Mapping[str, Any]) -> tuple[httpx.Response, int]:
-        """POST with retries on connection failures, 429 and 5xx (the one place that retries)."""
+    def _post(self, body: Mapping[str, Any]) -> tuple[httpx.Response, int, str]:
+        """(response, attempts, server): the least busy server's answer; when that server fails, it
+        cools off and the request goes once more to another server that is not cooling off."""
         content = json.dumps(body).encode()
+        first = self._acquire()
+        try:
+            resp, attempts = self._post_to(first, content)
+            return resp, attempts, first
+        except _ServerFailed as exc:
+            SERVERS.mark_down(first)
+            failed = exc
+        finally:
+            SERVERS.release(first)
+        other = SERVERS.acquire(self.base_urls, exclude=(first,))
+        if other is None:  # no other server is up: the failure stands, as with one server
+            raise PolicyError(str(failed)) from None
+        try:
+            resp, attempts = self._post_to(other, content)
+            return resp, failed.attempts + attempts, other
+        except _ServerFailed as exc:
+            SERVERS.mark_down(other)
+            raise PolicyError(f"{exc}; before that: {failed}") from None
+        finally:
+            SERVERS.release(other)
+
+    def _acquire(self) -> str:
+        server = SERVERS.acquire(self.base_urls)
+        assert server is not None  # a first pick always gets one
+        return server
+
+    def _post_to(self, server: str, content: bytes) -> tuple[httpx.Response, int]:
+        """POST to one server with retries on connection failures, 429 and 5xx (the one place that
+        retries); raises _ServerFailed when the server, not the request, is at fault."""
+        url = server + "/chat/completions"
         headers = {"Content-Type": "application/json"}
         attempt = 0
         while True:
             attempt += 1
             retry_after: float | None = None
             try:
-                resp = self._http().post(self.url, content=content, headers=headers)
+                resp = self._http().post(url, content=content, headers=headers)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
                 # Nothing was generated (or the connection dropped): safe to send again.
                 problem = f"cannot reach the server ({type(exc).__name__}: {exc})"
             except httpx.TimeoutException:
                 # A read timeout means the server is slow, not gone: another try would only wait again.
-                raise PolicyError(f"POST {self.url}: timed out after {self.timeout_s:g} s") from None
+                raise _ServerFailed(f"POST {url}: timed out after {self.timeout_s:g} s", attempt) from None
+            except httpx.TransportError as exc:  # reset mid-read, …: the server's side
+                raise _ServerFailed(f"POST {url}: {type(exc).__name__}: {exc}", attempt) from None
             except httpx.HTTPError as exc:
-                raise PolicyError(f"POST {self.url}: {type(exc).__name__}: {exc}") from None
+                raise PolicyError(f"POST {url}: {type(exc).__name__}: {exc}") from None
             else:
                 if resp.status_code < 300:
                     return resp, attempt
                 problem = f"HTTP {resp.status_code}: {_error_text(resp)}"
                 # 429 and 5xx: the server is overloaded or restarting, not rejecting the request.
                 if resp.status_code != 429 and resp.status_code < 500:
-                    raise PolicyError(f"POST {self.url}: {problem}")
+                    raise PolicyError(f"POST {url}: {problem}")
                 retry_after = _retry_after(resp)
             if attempt > self.max_retries:
                 tries = f" (after {attempt} attempts)" if attempt > 1 else ""
-                raise PolicyError(f"POST {self.url}: {problem}{tries}")
+                raise _ServerFailed(f"POST {url}: {problem}{tries}", attempt)
             backoff = self.retry_backoff_s * 2 ** (attempt - 1)
             time.sleep(min(retry_after, 30.0) if retry_after is not None else backoff)
 

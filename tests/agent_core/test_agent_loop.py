@@ -8,7 +8,7 @@ from agent_core import actions as A
 from agent_core.agent import AgentConfig, run_episode
 from agent_core.env import EnvBrokenByAgent, EnvError, Obs
 from agent_core.memory import EpisodeSummary
-from agent_core.policies.base import make_policy
+from agent_core.policies.base import PolicyOutput, make_policy
 from tests.agent_core.fakes import FakeEnv, TextPolicy, prepared
 
 
@@ -177,3 +177,43 @@ def test_oracle_think_time_is_checked():
 
     with pytest.raises(PolicyError, match="think_s"):
         make_policy("oracle", think_s=-1)
+
+
+class _ServedPolicy(TextPolicy):
+    """Answers as an inference server would: its base URL and model in the output's meta."""
+
+    def __init__(self, texts, servers):  # type: ignore[no-untyped-def]
+        super().__init__(texts)
+        self.servers = list(servers)
+
+    def act(self, inp):  # type: ignore[no-untyped-def]
+        out = super().act(inp)
+        server, model = self.servers.pop(0)
+        return PolicyOutput(
+            text=out.text,
+            token_ids=out.token_ids,
+            logprobs=out.logprobs,
+            meta={"server": server, "model": model},
+        )
+
+
+def test_each_step_records_the_server_and_weights_that_answered_its_turn():
+    policy = _ServedPolicy(
+        [
+            "Action: click(start_box='(1,1)')\n\nclick(start_box='(2,2)')",  # one turn, two steps
+            "Action: not an action",  # an invalid step is recorded with its server too
+            "Action: finished()",
+        ],
+        [("http://a:8000/v1", "tiny-v1"), ("http://b:8000/v1", "tiny-v1"), ("http://a:8000/v1", "tiny-v2")],
+    )
+    out = run_episode(FakeEnv(), policy, prepared(), score=False)
+    served = [(s.info.get("server"), s.info.get("model")) for s in out.steps]
+    assert served == [
+        ("http://a:8000/v1", "tiny-v1"),
+        ("http://a:8000/v1", "tiny-v1"),
+        ("http://b:8000/v1", "tiny-v1"),
+        ("http://a:8000/v1", "tiny-v2"),
+    ]
+    # A policy run in this process adds nothing (its weights are the episode's policy version).
+    plain = run_episode(FakeEnv(), TextPolicy(["Action: click(start_box='(1,1)')"]), prepared(), score=False)
+    assert all("server" not in s.info and "model" not in s.info for s in plain.steps)

@@ -7,7 +7,9 @@ import base64
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +19,7 @@ from aiohttp import web
 from agent_core.actions.compat import parse_output
 from agent_core.env import Obs
 from agent_core.policies import PolicyError, PolicyInput, make_policy
-from agent_core.policies.openai import OpenAIPolicy, list_models
+from agent_core.policies.openai import SERVERS, OpenAIPolicy, list_models
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really a png").decode()
 IMAGE_URL = f"data:image/png;base64,{PNG}"
@@ -87,8 +89,29 @@ class FakeServer:
         return web.json_response({"object": "list", "data": [{"id": "ui-tars-7b", "object": "model"}]})
 
 
+@pytest.fixture(autouse=True)
+def _fresh_server_counts() -> Iterator[None]:
+    # In-flight counts and cool-offs are per process; a test starts from none.
+    SERVERS.reset()
+    yield
+    SERVERS.reset()
+
+
 @pytest.fixture
 def server() -> Iterator[FakeServer]:
+    with running_server() as fake:
+        yield fake
+
+
+@pytest.fixture
+def other() -> Iterator[FakeServer]:
+    """A second server of the same model."""
+    with running_server() as fake:
+        yield fake
+
+
+@contextmanager
+def running_server() -> Iterator[FakeServer]:
     fake = FakeServer()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", fake.chat)
@@ -340,3 +363,107 @@ def test_tool_calls_a_server_took_out_of_the_content_reach_the_tool_calls_parser
     assert parsed.thought == "I will open the settings."
     # Without tool_calls the text is the content, unchanged.
     assert make(server).act(policy_input()).text == REPLY
+
+
+def closed_url() -> str:
+    """The URL of a port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_requests_spread_over_the_servers(server: FakeServer, other: FakeServer) -> None:
+    policy = make(server, base_urls=[other.url + "/"])
+    answered = [policy.act(policy_input()).meta["server"] for _ in range(4)]
+    # Both idle each time: the least recently used one takes the request.
+    assert answered == [server.url, other.url, server.url, other.url]
+    assert len(server.requests) == len(other.requests) == 2
+    assert "base_urls" in repr(policy)
+
+
+def test_a_server_busy_with_a_slow_request_is_passed_over(server: FakeServer, other: FakeServer) -> None:
+    async def slow(body: dict[str, Any]) -> web.Response:
+        await asyncio.sleep(1.0)
+        return web.json_response(vllm_reply(body))
+
+    server.script = [slow]
+    # Two episodes' policies, one process: the count of requests in flight is shared.
+    first, second = make(server, base_urls=[other.url]), make(server, base_urls=[other.url])
+    answers: list[str] = []
+    worker = threading.Thread(target=lambda: answers.append(first.act(policy_input()).meta["server"]))
+    worker.start()
+    deadline = time.monotonic() + 5
+    while not server.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert SERVERS.in_flight(server.url) == 1
+    assert second.act(policy_input()).meta["server"] == other.url
+    worker.join(timeout=10)
+    assert answers == [server.url]
+    assert SERVERS.in_flight(server.url) == SERVERS.in_flight(other.url) == 0
+
+
+def test_a_refusing_server_is_skipped_and_cools_off(server: FakeServer) -> None:
+    dead = closed_url()
+    policy = make_policy(
+        "openai", base_url=dead, base_urls=[server.url], model="m", max_retries=1, retry_backoff_s=0.01
+    )
+    out = policy.act(policy_input())
+    assert out.meta["server"] == server.url
+    assert out.meta["attempts"] == 3  # two on the dead server, one on the live one
+    # Cooling off: the next request goes straight to the live server.
+    out = policy.act(policy_input())
+    assert (out.meta["server"], out.meta["attempts"]) == (server.url, 1)
+    assert len(server.requests) == 2
+
+
+def test_a_server_answering_503_after_the_retries_hands_over(server: FakeServer, other: FakeServer) -> None:
+    server.script = [error_response(503, "overloaded") for _ in range(2)]
+    out = make(server, base_urls=[other.url], max_retries=1, retry_backoff_s=0.01).act(policy_input())
+    assert (out.meta["server"], out.meta["attempts"]) == (other.url, 3)
+    assert len(server.requests) == 2 and len(other.requests) == 1
+
+
+def test_all_servers_down_is_a_policy_error() -> None:
+    dead, also_dead = closed_url(), closed_url()
+    policy = make_policy("openai", base_url=dead, base_urls=[also_dead], model="m", max_retries=0)
+    with pytest.raises(PolicyError, match="cannot reach the server") as info:
+        policy.act(policy_input())
+    assert dead in str(info.value) and also_dead in str(info.value)
+    # Both cooling off: the request is still tried once, then the error stands.
+    with pytest.raises(PolicyError, match="cannot reach the server"):
+        policy.act(policy_input())
+
+
+def test_400_is_not_sent_to_another_server(server: FakeServer, other: FakeServer) -> None:
+    server.script = [error_response(400, "too long")]
+    with pytest.raises(PolicyError, match="HTTP 400: too long"):
+        make(server, base_urls=[other.url]).act(policy_input())
+    assert len(server.requests) == 1 and other.requests == []
+    # The request was wrong, not the server: it is not cooling off and takes its turn again.
+    policy = make(server, base_urls=[other.url])
+    assert [policy.act(policy_input()).meta["server"] for _ in range(2)] == [other.url, server.url]
+
+
+def test_one_server_is_used_even_while_cooling_off(server: FakeServer) -> None:
+    server.script = [error_response(503, "restarting")]
+    with pytest.raises(PolicyError, match="HTTP 503: restarting"):
+        make(server, max_retries=0).act(policy_input())
+    out = make(server, max_retries=0).act(policy_input())
+    assert (out.meta["server"], out.meta["attempts"]) == (server.url, 1)
+
+
+def test_server_list_configuration_errors() -> None:
+    with pytest.raises(PolicyError, match="base_urls must be a list"):
+        make_policy("openai", base_url="http://a/v1", base_urls="http://b/v1", model="m")
+    with pytest.raises(PolicyError, match="base_urls: not an http"):
+        make_policy("openai", base_url="http://a/v1", base_urls=["b:8000/v1"], model="m")
+    with pytest.raises(PolicyError, match="base_urls: not an http"):
+        make_policy("openai", base_url="http://a/v1", base_urls=[None], model="m")
+    with pytest.raises(PolicyError, match="base_url must be one URL"):
+        make_policy("openai", base_url=["http://a/v1", "http://b/v1"], model="m")
+    policy = make_policy(
+        "openai", base_url="http://a/v1/", base_urls=["http://a/v1", "http://b/v1/"], model="m"
+    )
+    assert isinstance(policy, OpenAIPolicy)
+    assert policy.base_urls == ("http://a/v1", "http://b/v1")
