@@ -7,7 +7,6 @@ import base64
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -383,8 +382,11 @@ def test_requests_spread_over_the_servers(server: FakeServer, other: FakeServer)
 
 
 def test_a_server_busy_with_a_slow_request_is_passed_over(server: FakeServer, other: FakeServer) -> None:
-    async def slow(body: dict[str, Any]) -> web.Response:
-        await asyncio.sleep(1.0)
+    arrived, release = threading.Event(), threading.Event()
+
+    async def slow(body: dict[str, Any]) -> web.Response:  # answers once the test lets it
+        arrived.set()
+        await asyncio.get_running_loop().run_in_executor(None, release.wait, 10)
         return web.json_response(vllm_reply(body))
 
     server.script = [slow]
@@ -393,11 +395,10 @@ def test_a_server_busy_with_a_slow_request_is_passed_over(server: FakeServer, ot
     answers: list[str] = []
     worker = threading.Thread(target=lambda: answers.append(first.act(policy_input()).meta["server"]))
     worker.start()
-    deadline = time.monotonic() + 5
-    while not server.requests and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert arrived.wait(5), "the first request never reached the first server"
     assert SERVERS.in_flight(server.url) == 1
     assert second.act(policy_input()).meta["server"] == other.url
+    release.set()
     worker.join(timeout=10)
     assert answers == [server.url]
     assert SERVERS.in_flight(server.url) == SERVERS.in_flight(other.url) == 0
