@@ -122,10 +122,7 @@ class Job(models.Model):
     def beat(cls, pk: int, *, attempt: int | None = None, **also: Any) -> bool:
         """A sign of life from the worker holding the row (`attempt`: only while that claim holds it);
         False when the row is no longer running (cancelled, reaped, taken over)."""
-        rows = cls.objects.filter(pk=pk, status=JobStatus.RUNNING)  # type: ignore[attr-defined]
-        if attempt is not None:
-            rows = rows.filter(attempt=attempt)
-        return bool(rows.update(heartbeat_at=timezone.now(), **also) == 1)
+        return cls._held(pk, attempt=attempt).update(heartbeat_at=timezone.now(), **also) == 1
 
     @classmethod
     def end(
@@ -136,19 +133,19 @@ class Job(models.Model):
         error: str = "",
         attempt: int | None = None,
         whence: Iterable[str] = (JobStatus.RUNNING,),
+        silent_since: datetime | None = None,
         **also: Any,
     ) -> bool:
         """Move the row from one of `whence` to the ended `status`; False when it was not there (ended
-        by someone else, or taken over by a later `attempt`)."""
+        by someone else, taken over by a later `attempt`, or, with `silent_since`, its worker gave a
+        sign of life since then: the reaper's guard). `also` may set `finished_at` itself."""
         if status not in ENDED:
             raise ValueError(f"{status!r} is not an ended state ({', '.join(ENDED)})")
-        rows = cls.objects.filter(pk=pk, status__in=list(whence))  # type: ignore[attr-defined]
-        if attempt is not None:
-            rows = rows.filter(attempt=attempt)
         fields: dict[str, Any] = {"status": status, "finished_at": timezone.now(), **also}
         if error:
             fields["error"] = error[:MAX_ERROR]
-        return bool(rows.update(**fields) == 1)
+        rows = cls._held(pk, whence=whence, attempt=attempt, silent_since=silent_since)
+        return rows.update(**fields) == 1
 
     @classmethod
     def release(
@@ -156,12 +153,26 @@ class Job(models.Model):
     ) -> bool:
         """Give a running row back to the queue (pending, no worker); False when it was not running (or,
         with `silent_since`, when its worker gave a sign of life since then: the reaper's guard)."""
-        rows = cls.objects.filter(pk=pk, status=JobStatus.RUNNING)  # type: ignore[attr-defined]
+        rows = cls._held(pk, attempt=attempt, silent_since=silent_since)
+        return rows.update(status=JobStatus.PENDING, heartbeat_at=None, worker="", **also) == 1
+
+    @classmethod
+    def _held(
+        cls,
+        pk: int,
+        *,
+        whence: Iterable[str] = (JobStatus.RUNNING,),
+        attempt: int | None = None,
+        silent_since: datetime | None = None,
+    ) -> models.QuerySet[Self]:
+        """The row, only while it is in one of `whence`, under claim `attempt`, and (with
+        `silent_since`) silent since then: what every conditional transition updates."""
+        rows = cls.objects.filter(pk=pk, status__in=list(whence))  # type: ignore[attr-defined]
         if attempt is not None:
             rows = rows.filter(attempt=attempt)
         if silent_since is not None:
             rows = rows.filter(heartbeat_at__lt=silent_since)
-        return bool(rows.update(status=JobStatus.PENDING, heartbeat_at=None, worker="", **also) == 1)
+        return rows  # type: ignore[no-any-return]
 
     @classmethod
     def stale(cls, *, silent_for: timedelta, now: datetime | None = None) -> models.QuerySet[Self]:

@@ -399,17 +399,16 @@ def rollouts_reap(*, now: Any = None) -> dict[str, int]:
     reaped = 0
     for episode in Episode.stale(silent_for=silent_for, now=now).filter(source=Source.AGENT):
         # Still silent (a heartbeat between the list and here keeps it running).
-        updated = Episode.objects.filter(
-            pk=episode.pk, status=Episode.Status.RUNNING, heartbeat_at__lt=now - silent_for
-        ).update(
-            status=Episode.Status.FAILED,
-            env_error=True,
-            reward=None,
+        if not Episode.end(
+            episode.pk,
+            Episode.Status.FAILED,
             error=f"rollout worker {episode.worker or '?'} went silent "
             f"(no heartbeat for {settings.ROLLOUT_STALE_SECONDS} s)",
+            silent_since=now - silent_for,
+            env_error=True,
+            reward=None,
             finished_at=now,
-        )
-        if updated != 1:
+        ):
             continue
         reaped += 1
         episode.refresh_from_db()
