@@ -66,6 +66,12 @@ if [ -z "${SANDBOX_HOST_TOKEN:-}" ]; then
   SANDBOX_HOST_TOKEN=$(cat "$VAR/sandbox-host-token")
 fi
 export SANDBOX_HOST_TOKEN
+# Likewise the secret the web app shares with its policy servers (their heartbeats in).
+if [ -z "${POLICY_SERVER_TOKEN:-}" ]; then
+  [ -s "$VAR/policy-server-token" ] || (umask 077; $PY -c "import secrets; print(secrets.token_urlsafe(32))" > "$VAR/policy-server-token")
+  POLICY_SERVER_TOKEN=$(cat "$VAR/policy-server-token")
+fi
+export POLICY_SERVER_TOKEN
 SANDBOX_HOST_PORT=${SANDBOX_HOST_PORT:-8100}
 # The web app's key, kept private in the var dir: settings read it when SECRET_KEY is unset, so the
 # README's `manage.py` commands work in a plain shell too (DEBUG on or off).

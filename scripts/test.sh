@@ -61,15 +61,29 @@ else
       | tee "$logs/sqlite.log" || status=$?
     phase_end fast
   else
+    # vLLM's own environment installs (a few minutes, the first time) while the main pass runs; the
+    # tests that need it (marked vllm) run after, in a phase of their own.
+    scripts/vllm-env.sh > "$logs/vllm-env.log" 2>&1 &
+    vllm_env_pid=$!
     start_postgres
     phase_end services
     # Two processes (pytest-xdist), a test module each at a time: the slow tests mostly wait on sandboxes,
     # browsers and servers. TEST_WORKERS=0 runs them in this process.
     workers=${TEST_WORKERS:-2}
     echo "[test] the whole suite on PostgreSQL ($workers parallel workers)"
-    pytest $([ "$workers" -gt 0 ] && echo "-n $workers --dist loadfile") --durations=25 "$@" 2>&1 \
-      | tee "$logs/postgres.log" || status=$?
+    pytest -m "not vllm" $([ "$workers" -gt 0 ] && echo "-n $workers --dist loadfile") --durations=25 "$@" \
+      2>&1 | tee "$logs/postgres.log" || status=$?
     phase_end postgres
+    echo "[test] the inference engine: a real vLLM server (marked vllm), on PostgreSQL"
+    if wait "$vllm_env_pid"; then
+      VLLM_PYTHON=$PWD/.venv-vllm/bin/python pytest -m vllm --durations=10 "$@" 2>&1 \
+        | tee "$logs/serving.log" || status=$?
+    else
+      echo "[test] scripts/vllm-env.sh failed:"; grep -v "^WARNING: Location" "$logs/vllm-env.log" | tail -20
+      echo "FAILED scripts/vllm-env.sh (the vLLM environment)" >> "$logs/serving.log"
+      status=1
+    fi
+    phase_end serving
     echo "[test] what can differ on SQLite (marked engine), on the embedded default"
     DATABASE_URL= pytest -m "engine and not slow and not postgres" -p no:cacheprovider -q "$@" 2>&1 \
       | tee "$logs/sqlite.log" || status=$?

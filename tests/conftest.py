@@ -21,11 +21,11 @@ NAV = {
     "reviewer": ["Home", "Tasks", "Episodes", "Review queue", "API tokens"],
     "researcher": [
         "Home", "Tasks", "Episodes", "Rollouts", "Dashboards", "Datasets", "Training", "Sandboxes",
-        "API tokens",
+        "Policy servers", "API tokens",
     ],
     "admin": [
         "Home", "Tasks", "Episodes", "Annotate", "Rollouts", "Dashboards", "Review queue", "Datasets",
-        "Training", "Sandboxes", "API tokens", "Admin",
+        "Training", "Sandboxes", "Policy servers", "API tokens", "Admin",
     ],
     "outsider": ["Home", "API tokens"],
 }  # fmt: skip

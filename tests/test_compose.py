@@ -8,7 +8,12 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SECRETS = {"SECRET_KEY": "k" * 50, "POSTGRES_PASSWORD": "pw", "SANDBOX_HOST_TOKEN": "tok"}
+SECRETS = {
+    "SECRET_KEY": "k" * 50,
+    "POSTGRES_PASSWORD": "pw",
+    "SANDBOX_HOST_TOKEN": "tok",
+    "POLICY_SERVER_TOKEN": "ptok",
+}
 
 
 def _compose(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -37,6 +42,17 @@ def test_compose_reserves_a_gpu_for_vllm_and_wires_services_to_postgres_and_redi
     assert "driver: nvidia" in vllm and "gpu" in vllm
     assert "DATABASE_URL: postgres://flywheel:pw@postgres:5432/flywheel" in config
     assert "REDIS_URL: redis://redis:6379/0" in config
+
+
+def test_the_vllm_service_runs_under_the_serving_agent_that_heartbeats_into_the_web_app():
+    config = _compose("config", env=SECRETS).stdout
+    vllm = config[config.index("  vllm:") :]
+    assert "dockerfile: Dockerfile.vllm" in vllm and "POLICY_SERVER_TOKEN: ptok" in vllm
+    assert "http://web:8000" in vllm and "--served-name" in vllm
+    dockerfile = (ROOT / "Dockerfile.vllm").read_text()
+    assert '"-m", "agent_core.serving"' in dockerfile and "COPY agent_core" in dockerfile
+    # The web app's side of the same token.
+    assert "POLICY_SERVER_TOKEN: ptok" in config[: config.index("  vllm:")]
 
 
 def test_compose_refuses_to_run_without_secrets():

@@ -85,7 +85,11 @@ def test_make_run_serves_logins_and_ctrl_c_stops_everything(tmp_path):
         # SQLite's -wal and -shm exist while a connection is open; run.sh writes the keys only when the
         # environment does not give them.
         private += [n for n in ("db.sqlite3-wal", "db.sqlite3-shm") if (var / n).exists()]
-        keys = {"secret_key": "SECRET_KEY", "sandbox-host-token": "SANDBOX_HOST_TOKEN"}
+        keys = {
+            "secret_key": "SECRET_KEY",
+            "sandbox-host-token": "SANDBOX_HOST_TOKEN",
+            "policy-server-token": "POLICY_SERVER_TOKEN",
+        }
         private += [name for name, setting in keys.items() if not env.get(setting)]
         assert {n: oct((var / n).stat().st_mode & 0o777) for n in private} == dict.fromkeys(private, "0o600")
 

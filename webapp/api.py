@@ -67,6 +67,7 @@ from webapp.catalog.api import router as catalog_router  # noqa: E402
 from webapp.dashboards.api import router as dashboards_router  # noqa: E402
 from webapp.datasets.api import router as datasets_router  # noqa: E402
 from webapp.episodes.api import router as episodes_router  # noqa: E402
+from webapp.policies.api import router as policies_router  # noqa: E402
 from webapp.rollouts.api import router as rollouts_router  # noqa: E402
 from webapp.sandboxes.api import router as sandboxes_router  # noqa: E402
 from webapp.training.api import router as training_router  # noqa: E402
@@ -77,6 +78,7 @@ api.add_router("", rollouts_router)
 api.add_router("", datasets_router)
 api.add_router("", training_router)
 api.add_router("", sandboxes_router)
+api.add_router("", policies_router)
 api.add_router("", dashboards_router)
 
 # Last, so it only answers paths no endpoint above matched.

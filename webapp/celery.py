@@ -3,8 +3,9 @@ db; beat.
 
 Workers are laid out so that nobody waits behind longer work of another kind (scripts/run.sh and
 docker-compose.yml start them): `interactive` (a person waiting for a demonstration's sandbox) and
-`sandboxes` (short upkeep: reapers, host checks) on one worker that agents never occupy; `rollouts`
-(agent episodes, task checks) and `datasets` (rounds, exports, merges) on another; `training` alone.
+`sandboxes` (short upkeep: reapers, sandbox host and policy server checks) on one worker that agents
+never occupy; `rollouts` (agent episodes, task checks) and `datasets` (rounds, exports, merges) on
+another; `training` alone.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ app.conf.task_routes = {
     "webapp.training.tasks.policy_merge_task": {"queue": "datasets"},
     "webapp.training.tasks.*": {"queue": "training"},
     "webapp.sandboxes.tasks.*": {"queue": "sandboxes"},
+    # Policy-server upkeep (the check for silent servers): short, beside the sandbox host check.
+    "webapp.policies.tasks.*": {"queue": "sandboxes"},
     # Tasks' difficulty statistics: short upkeep, beside the reapers.
     "webapp.episodes.tasks.task_stats_rollup": {"queue": "sandboxes"},
     "webapp.dashboards.tasks.*": {"queue": "sandboxes"},
@@ -48,6 +51,7 @@ app.conf.task_routes = {
 app.conf.beat_schedule = {
     "reap-expired-leases": {"task": "webapp.sandboxes.tasks.leases_reap", "schedule": 10.0},
     "check-sandbox-hosts": {"task": "webapp.sandboxes.tasks.hosts_check", "schedule": 10.0},
+    "check-policy-servers": {"task": "webapp.policies.tasks.servers_check", "schedule": 10.0},
     "reap-lost-rollouts": {"task": "webapp.rollouts.tasks.rollouts_reap", "schedule": 10.0},
     "reap-lost-demonstrations": {"task": "webapp.annotation.tasks.demos_reap_task", "schedule": 30.0},
     "reap-lost-exports": {"task": "webapp.datasets.tasks.exports_reap_task", "schedule": 60.0},

@@ -134,6 +134,15 @@ SANDBOX_HOST_TOKEN = env_str("SANDBOX_HOST_TOKEN", "") or (
     else ""
 )
 SANDBOX_HOST_GRACE_SECONDS = env_int("SANDBOX_HOST_GRACE_SECONDS", 30, minimum=1)
+# Shared secret between the web app and its policy servers (their heartbeats in); unset, the one `make run`
+# generated into the var dir; empty, every policy server heartbeat is refused.
+POLICY_SERVER_TOKEN = env_str("POLICY_SERVER_TOKEN", "") or (
+    _private_file(_ps_token, name="POLICY_SERVER_TOKEN", min_len=16)
+    if (_ps_token := VAR_DIR / "policy-server-token").exists()
+    else ""
+)
+# A policy server silent this long is offline: no rollout is sent to it.
+POLICY_SERVER_GRACE_S = env_int("POLICY_SERVER_GRACE_S", 30, minimum=1)
 # Live view tickets (signed, tied to the session): how long one may wait before its socket connects.
 LIVE_TICKET_SECONDS = env_int("LIVE_TICKET_SECONDS", 60, minimum=1)
 # Rollouts: a running episode whose worker has been silent this long is reaped and re-run; a queued

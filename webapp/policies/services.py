@@ -1,8 +1,25 @@
-"""Naming policies."""
+"""Writes: naming policies; policy servers' heartbeats in, silent servers out."""
 
 from __future__ import annotations
 
-from webapp.policies.models import PolicyVersion
+import logging
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from webapp.policies.models import PolicyServer, PolicyVersion
+from webapp.policies.selectors import adapters_wanted
+
+log = logging.getLogger(__name__)
+
+# What a server keeps of its last heartbeat's errors, and of each message.
+ERRORS_KEPT = 20
+ERROR_CHARS = 2000
 
 
 def free_policy_name(base: str) -> str:
@@ -13,3 +30,53 @@ def free_policy_name(base: str) -> str:
         n += 1
         name = f"{base}-{n}"
     return name
+
+
+def policy_server_heartbeat(*, report: Mapping[str, Any]) -> tuple[PolicyServer, list[dict[str, str]]]:
+    """Register or refresh a policy server from its heartbeat; returns it and the adapters it should load.
+
+    The server is the authority on what it serves; the row mirrors its last report. Online once it
+    says it is serving, starting otherwise (starting up, or restarting onto new weights).
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        server, _ = PolicyServer.objects.select_for_update(no_key=True).get_or_create(
+            name=report["name"], defaults={"api_url": report["api_url"], "base_model": report["base_model"]}
+        )
+        server.api_url = report["api_url"]
+        server.engine = str(report.get("engine", ""))[:100]
+        server.base_model = report["base_model"]
+        server.weights = str(report.get("weights", ""))
+        server.status = (
+            PolicyServer.Status.ONLINE if report["state"] == "serving" else PolicyServer.Status.STARTING
+        )
+        server.models = [_model_entry(m) for m in report.get("models", [])]
+        server.metrics = {k: v for k, v in (report.get("metrics") or {}).items() if v is not None}
+        server.errors = [
+            {"at": float(e["at"]), "message": str(e["message"])[:ERROR_CHARS]}
+            for e in list(report.get("errors", []))[-ERRORS_KEPT:]
+        ]
+        server.last_heartbeat_at = now
+        server.save()
+    adapters = adapters_wanted(base_model=server.base_model) if report.get("lora") else []
+    return server, adapters
+
+
+def _model_entry(item: Mapping[str, Any]) -> dict[str, str]:
+    entry = {"id": str(item["id"]), "kind": str(item["kind"])}
+    if item.get("path"):
+        entry["path"] = str(item["path"])
+    return entry
+
+
+def servers_mark_offline(*, now: datetime | None = None) -> int:
+    """Policy servers silent for longer than POLICY_SERVER_GRACE_S go offline; returns how many."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.POLICY_SERVER_GRACE_S)
+    stale = PolicyServer.objects.exclude(status=PolicyServer.Status.OFFLINE).filter(
+        Q(last_heartbeat_at__lt=cutoff) | Q(last_heartbeat_at__isnull=True)
+    )
+    count = stale.update(status=PolicyServer.Status.OFFLINE)
+    if count:
+        log.warning("servers_mark_offline: %d policy server(s) stopped heartbeating", count)
+    return count

@@ -52,6 +52,7 @@ OPERATIONS = {
     ("get", "/api/v1/policy-merges/{merge_id}"),
     ("get", "/api/v1/sandbox-hosts"),
     ("get", "/api/v1/sandboxes"),
+    ("get", "/api/v1/policy-servers"),
     ("get", "/api/v1/dashboards/rollouts"),
     ("get", "/api/v1/dashboards/success"),
     ("get", "/api/v1/dashboards/health"),

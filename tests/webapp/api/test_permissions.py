@@ -101,6 +101,7 @@ ENDPOINTS = [
     Endpoint("GET", "/policies", RESEARCH, needs="policies.view_policyversion"),
     Endpoint("GET", "/sandbox-hosts", RESEARCH, needs="sandboxes.view_sandboxhost"),
     Endpoint("GET", "/sandboxes", RESEARCH, needs="sandboxes.view_sandbox"),
+    Endpoint("GET", "/policy-servers", RESEARCH, needs="policies.view_policyserver"),
     Endpoint("GET", "/dashboards/rollouts", RESEARCH, needs="episodes.view_all_episodes"),
     Endpoint("GET", "/dashboards/success", RESEARCH, needs="episodes.view_all_episodes"),
     Endpoint("GET", "/dashboards/health", RESEARCH, needs="sandboxes.view_sandbox"),

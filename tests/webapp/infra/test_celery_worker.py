@@ -39,6 +39,7 @@ def test_tasks_route_to_their_queues():
     assert routes["webapp.annotation.tasks.*"] == {"queue": "interactive"}
     assert routes["webapp.training.tasks.*"] == {"queue": "training"}
     assert routes["webapp.sandboxes.tasks.*"] == {"queue": "sandboxes"}
+    assert routes["webapp.policies.tasks.*"] == {"queue": "sandboxes"}
     assert routes["webapp.datasets.tasks.*"] == {"queue": "datasets"}
     assert app.conf.result_backend == "django-db"
 

@@ -58,7 +58,8 @@ def test_people_and_reapers_never_wait_behind_agents(where):
     workers = LAYOUTS[where]()
     demo = "webapp.annotation.tasks.demo_prepare_task"
     assert queue_of(demo) in HUMAN_QUEUES
-    for task in (demo, "webapp.rollouts.tasks.rollouts_reap", "webapp.sandboxes.tasks.leases_reap"):
+    reapers = ("webapp.rollouts.tasks.rollouts_reap", "webapp.sandboxes.tasks.leases_reap")
+    for task in (demo, *reapers, "webapp.policies.tasks.servers_check"):
         queue = queue_of(task)
         serving = {name: queues for name, queues in workers.items() if queue in queues}
         assert serving, (task, workers)

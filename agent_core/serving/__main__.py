@@ -1,0 +1,88 @@
+"""`python -m agent_core.serving`: one policy server (a vLLM engine and its heartbeat agent)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent_core.serving.agent import ServerAgent
+from agent_core.serving.engine import Engine, EngineSpec
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m agent_core.serving", description=__doc__)
+    p.add_argument("--model", required=True, type=Path, help="the base weights (a model directory)")
+    p.add_argument("--served-name", required=True, help="the model id requests name (the policy's model)")
+    p.add_argument("--name", required=True, help="this server's name in the web app")
+    p.add_argument("--port", type=int, default=8200)
+    p.add_argument("--host", default="127.0.0.1", help="the address vLLM listens on")
+    p.add_argument("--public-url", default=None, help="the /v1 URL rollout workers reach it at")
+    p.add_argument("--web-url", default=os.environ.get("FLYWHEEL_WEB_URL", "http://127.0.0.1:8000"))
+    p.add_argument("--token-file", type=Path, default=None, help="else $POLICY_SERVER_TOKEN")
+    p.add_argument(
+        "--vllm-python",
+        default=os.environ.get("VLLM_PYTHON", str(Path(".venv-vllm/bin/python").resolve())),
+        help="the python of vLLM's own environment (scripts/vllm-env.sh)",
+    )
+    p.add_argument("--log-file", type=Path, default=None, help="vLLM's output (else discarded)")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between heartbeats")
+    p.add_argument("--max-model-len", type=int, default=4096)
+    p.add_argument("--kv-cache-gib", type=int, default=1, help="KV cache of the CPU build, in GiB")
+    p.add_argument("--max-loras", type=int, default=4)
+    p.add_argument("--max-lora-rank", type=int, default=64)
+    p.add_argument("--no-lora", action="store_true", help="serve the base only (no adapters)")
+    p.add_argument("--engine-label", default="vllm", help="what the page shows as the engine")
+    p.add_argument("vllm_args", nargs="*", help="more vLLM arguments, after --")
+    return p.parse_args(argv)
+
+
+def _token(args: argparse.Namespace) -> str:
+    if args.token_file is not None:
+        return args.token_file.read_text().strip()
+    token = os.environ.get("POLICY_SERVER_TOKEN", "")
+    if not token:
+        sys.exit("no token: pass --token-file or set POLICY_SERVER_TOKEN")
+    return token
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    spec = EngineSpec(
+        model=args.model.resolve(),
+        served_name=args.served_name,
+        port=args.port,
+        python=args.vllm_python,
+        host=args.host,
+        max_model_len=args.max_model_len,
+        enable_lora=not args.no_lora,
+        max_lora_rank=args.max_lora_rank,
+        max_loras=args.max_loras,
+        kv_cache_gib=args.kv_cache_gib,
+        extra_args=tuple(args.vllm_args),
+    )
+    agent = ServerAgent(
+        Engine(spec, log_path=args.log_file),
+        name=args.name,
+        web_url=args.web_url,
+        token=_token(args),
+        engine_label=args.engine_label,
+        public_url=args.public_url,
+        interval=args.interval,
+    )
+
+    def _stop(signum: int, _frame: Any) -> None:
+        agent.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    agent.run()
+
+
+if __name__ == "__main__":
+    main()

