@@ -97,6 +97,17 @@ start sandbox-host sh -c 'umask 022; exec "$@"' sandbox-host \
   $PY -m sandbox_workers.host --bind 127.0.0.1 --port "$SANDBOX_HOST_PORT" \
   --name "${SANDBOX_HOST_NAME:-local}" --web-url "http://127.0.0.1:$PORT" --var-dir "$VAR/sandbox-host"
 
+# SERVE_POLICY=1: a local policy server (vLLM's CPU build, in its own environment, installed the first time:
+# a few minutes) serving the tiny policy as `tiny-base-served`; it registers and heartbeats into the web
+# app (Policy servers page) and hot-loads the LoRA adapters promoted on its base.
+if [ "${SERVE_POLICY:-0}" = 1 ]; then
+  VLLM_PY=$(scripts/vllm-env.sh)
+  $PY manage.py tiny_policy --name tiny-base --served
+  start policy-server "$VLLM_PY" -m agent_core.serving --model "$VAR/models/tiny-base" --served-name tiny-base \
+    --name "${POLICY_SERVER_NAME:-local-vllm}" --port "${POLICY_SERVER_PORT:-8200}" \
+    --web-url "http://127.0.0.1:$PORT" --vllm-python "$VLLM_PY" --log-file "$VAR/log/vllm-engine.log"
+fi
+
 for _ in $(seq 1 100); do
   curl -fsS -o /dev/null "http://127.0.0.1:$PORT/accounts/login/" 2>/dev/null && break
   for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null || { echo "[run] a process died at start; see $VAR/log/"; exit 1; }; done

@@ -151,6 +151,9 @@ ROLLOUT_STALE_SECONDS = env_int("ROLLOUT_STALE_SECONDS", 90, minimum=2)
 ROLLOUT_HEARTBEAT_SECONDS = env_int("ROLLOUT_HEARTBEAT_SECONDS", 10, minimum=1)
 ROLLOUT_REQUEUE_SECONDS = env_int("ROLLOUT_REQUEUE_SECONDS", 600, minimum=5)
 ROLLOUT_LEASE_WAIT_SECONDS = env_int("ROLLOUT_LEASE_WAIT_SECONDS", 120, minimum=0)
+# How long an episode waits for a policy server of its version (starting, restarting) before it ends
+# as an environment error and is re-run.
+ROLLOUT_POLICY_WAIT_SECONDS = env_int("ROLLOUT_POLICY_WAIT_SECONDS", 120, minimum=0)
 # A demonstration's sandbox stays leased this long without a sign of life from its page (renewed
 # every half minute while the annotator is connected), so a reload or a short outage loses nothing.
 DEMO_LEASE_SECONDS = env_int("DEMO_LEASE_SECONDS", 600, minimum=30)

@@ -18,6 +18,7 @@ from ninja.security import HttpBearer
 from pydantic import ConfigDict
 
 from webapp.common.api import ErrorOut, require_perm
+from webapp.policies.rolling import weights_grant
 from webapp.policies.selectors import servers_overview
 from webapp.policies.services import policy_server_heartbeat
 
@@ -86,6 +87,7 @@ class AdapterOut(Schema):
 class ServerHeartbeatOut(Schema):
     server_id: int
     adapters: list[AdapterOut]
+    weights: AdapterOut | None = None  # other full weights to restart on now (a rolling update)
 
 
 @router.post(
@@ -96,9 +98,10 @@ class ServerHeartbeatOut(Schema):
 )
 def heartbeat(request: HttpRequest, payload: ServerHeartbeatIn) -> dict[str, Any]:
     """A policy server registers itself and reports what it serves, its load and errors (server token
-    only); the answer names the LoRA adapters of its base model it should hold."""
+    only); the answer names the LoRA adapters of its base model it should hold, and other full weights
+    when it is this server's turn in a rolling update."""
     server, adapters = policy_server_heartbeat(report=payload.dict())
-    return {"server_id": server.pk, "adapters": adapters}
+    return {"server_id": server.pk, "adapters": adapters, "weights": weights_grant(server_id=server.pk)}
 
 
 class PolicyServerOut(Schema):

@@ -44,12 +44,17 @@ def policy_for(version: PolicyVersion) -> Policy:
     raise PolicyError(f"policy {version.name}: backend {backend!r} cannot run unattended")
 
 
+class PolicyUnavailable(PolicyError):
+    """No server serves the version right now (starting, restarting, or not loaded yet): not the policy's
+    fault; a rollout waits for one and, past its wait, ends as an environment error and re-runs."""
+
+
 def _served_policy(version: PolicyVersion, config: dict[str, Any]) -> Policy:
     """An openai policy on the platform's alive servers of its model (and any base_urls its config adds)."""
     model = version.served_model_id()
     urls = server_urls_for(model)
     if not urls:
-        raise PolicyError(f"policy {version.name}: no policy server serves {model} right now")
+        raise PolicyUnavailable(f"policy {version.name}: no policy server serves {model} right now")
     extra = config.pop("base_urls", None) or []
     if isinstance(extra, str) or not isinstance(extra, list | tuple):
         raise PolicyError(f"policy {version.name}: base_urls must be a list of URLs, got {extra!r}")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from webapp.policies.models import PolicyServer, PolicyVersion
@@ -34,7 +35,30 @@ def version_ready(version: PolicyVersion) -> bool:
     return bool(server_urls_for(version.served_model_id()))
 
 
-def _var_path(raw: str) -> str:
+def line_of(version: PolicyVersion) -> str:
+    """The line a version belongs to: what it was trained from, first of all (lineage "line"), else itself.
+    Versions promoted or published from a run inherit their base's line."""
+    line = (version.lineage or {}).get("line")
+    return str(line) if isinstance(line, str) and line else version.name
+
+
+def newest_ready(version: PolicyVersion) -> PolicyVersion:
+    """The newest active version of `version`'s line that a rollout could run now; `version` itself when
+    nothing newer is ready (a new adapter not loaded by any server yet: rollouts stay on the old one)."""
+    line = line_of(version)
+    later = Q(created_at__gt=version.created_at) | Q(created_at=version.created_at, pk__gt=version.pk)
+    newer = (
+        PolicyVersion.objects.filter(later, is_active=True)
+        .filter(Q(lineage__line=line) | Q(name=line))
+        .order_by("-created_at", "-pk")
+    )
+    for candidate in newer[:8]:
+        if version_ready(candidate):
+            return candidate
+    return version
+
+
+def var_path(raw: str) -> str:
     """A path as written on a version: absolute, or relative to the var dir every process shares."""
     path = Path(raw)
     return str(path if path.is_absolute() else Path(settings.VAR_DIR) / path)
@@ -54,7 +78,7 @@ def adapters_wanted(*, base_model: str) -> list[dict[str, str]]:
     for version in versions[: ADAPTERS_MAX * 4]:
         path = (version.serving or {}).get("path")
         if isinstance(path, str) and path:
-            wanted.append({"name": version.served_model_id(), "path": _var_path(path)})
+            wanted.append({"name": version.served_model_id(), "path": var_path(path)})
         if len(wanted) == ADAPTERS_MAX:
             break
     return wanted

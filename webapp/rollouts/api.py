@@ -108,6 +108,11 @@ class RolloutBatchIn(Schema):
         3, ge=0, le=20, description="Recent steps whose screenshots stay in the prompt"
     )
     name: str = Field("", max_length=200)
+    follow_newest: bool = Field(
+        False,
+        description="Each episode runs the newest version of the policy's line that is ready when it starts "
+        "(a promoted checkpoint takes over without a stop)",
+    )
 
 
 def _refused(exc: RolloutError) -> Exception:
@@ -149,6 +154,7 @@ def rollout_batch_create(request: HttpRequest, body: RolloutBatchIn) -> Status:
             created_by=request.user,
             name=body.name,
             config={"history_images": body.history_images},
+            follow_newest=body.follow_newest,
         )
     except RolloutError as exc:
         raise _refused(exc) from None

@@ -41,8 +41,9 @@ from webapp.episodes.services import (
     step_record,
 )
 from webapp.policies.models import PolicyVersion
-from webapp.policies.runtime import observation_for, policy_for
+from webapp.policies.runtime import PolicyUnavailable
 from webapp.rollouts.models import RolloutBatch
+from webapp.rollouts.policy_pick import rollout_policy
 from webapp.rollouts.selectors import episode_memory
 from webapp.sandboxes.control import control_agent_gate, control_assign, control_clear
 from webapp.sandboxes.models import ControlToken
@@ -80,9 +81,11 @@ def batch_create(
     name: str = "",
     tasks: Iterable[Task] | None = None,
     config: dict[str, Any] | None = None,
+    follow_newest: bool = False,
 ) -> RolloutBatch:
     """A batch over `tasks` (default: every published task of `suite`), one episode per task and seed,
-    started at once. The seeds are `seeds`, or 0 … `episodes_per_task` - 1."""
+    started at once. The seeds are `seeds`, or 0 … `episodes_per_task` - 1. With `follow_newest`, each
+    episode runs the newest ready version of the policy's line when it starts (rollouts.policy_pick)."""
     if seeds is None:
         if episodes_per_task is None or not 1 <= episodes_per_task <= MAX_SEEDS:
             raise RolloutError(
@@ -125,7 +128,7 @@ def batch_create(
             episodes_per_task=len(seeds),
             seeds=seeds,
             concurrency=concurrency,
-            config=config or {},
+            config={**(config or {}), **({"follow_newest": True} if follow_newest else {})},
             created_by=created_by,
         )
         Episode.objects.bulk_create(
@@ -226,8 +229,9 @@ def _run_claimed(episode: Episode) -> Episode:
     if episode.policy_version is None:
         return _env_failure(episode, "the episode has no policy version", retry=False)
     try:
-        policy = policy_for(episode.policy_version)
-        observation = observation_for(episode.policy_version)
+        policy, observation = rollout_policy(episode)
+    except PolicyUnavailable as exc:  # no server up (yet): infrastructure, re-run
+        return _env_failure(episode, f"policy: {exc}")
     except PolicyError as exc:
         return _env_failure(episode, f"policy: {exc}", retry=False)
     lease = None

@@ -47,6 +47,12 @@ class LaunchForm(forms.Form):
         min_value=0, max_value=20, initial=3, help_text="Recent steps whose screenshots stay in the prompt"
     )
     name = forms.CharField(max_length=200, required=False)
+    follow_newest = forms.BooleanField(
+        required=False,
+        label="Follow newer versions",
+        help_text="Each episode runs the newest version of this policy's line that a server has ready "
+        "when it starts: a promoted checkpoint takes over without a stop",
+    )
 
 
 def _can_see(request: HttpRequest) -> None:
@@ -81,6 +87,7 @@ def batch_launch(request: HttpRequest) -> HttpResponse:
                 created_by=request.user,
                 name=data["name"],
                 config={"history_images": data["history_images"]},
+                follow_newest=bool(data["follow_newest"]),
             )
         except RolloutError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)

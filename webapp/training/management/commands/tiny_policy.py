@@ -4,6 +4,9 @@ Builds the tiny demonstration policy (a small text-only decoder, random weights,
 on the platform's prompts, the catalog's task instructions and the instructions recorded episodes were
 given) under VAR_DIR/models/<name> and registers it as an active local policy version that reads the
 "elements" observation. A model folder already there (its version row lost) is registered as it is.
+
+--served also registers `<name>-served`: the same weights served by the platform's policy servers
+(vLLM; `SERVE_POLICY=1 make run` starts one), answering in the same form from the same prompt.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="tiny-base", help="policy version name and model folder")
         parser.add_argument("--seed", type=int, default=0, help="weights and tokenizer seed")
         parser.add_argument("--force", action="store_true", help="rebuild the model and reset the version")
+        parser.add_argument(
+            "--served", action="store_true", help="also register <name>-served, served by the policy servers"
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         name = str(opts["name"])
@@ -54,6 +60,8 @@ class Command(BaseCommand):
             model = existing.model_dir()
             where = f" ({model})" if model is not None else ""
             self.stdout.write(f"policy {name} exists{where}; --force rebuilds it")
+            if opts["served"]:
+                self._register_served(name, existing)
             return
         # Imported only when there is something to build: torch takes seconds to import, and
         # `make run` (seed_demo) calls this on every start.
@@ -85,3 +93,32 @@ class Command(BaseCommand):
             },
         )
         self.stdout.write(f"policy {policy.name} {'registered' if created else 'updated'}: {path} {built}")
+        if opts["served"]:
+            self._register_served(name, policy)
+
+    def _register_served(self, name: str, local: PolicyVersion) -> None:
+        """`<name>-served`: the local policy's weights on the policy servers, under the model id `name`."""
+        config = {
+            **{k: v for k, v in (local.config or {}).items()},
+            # A text-only model: the engine gets the prompt the in-process policy renders, and returns
+            # the token ids RL trains on.
+            "text_only": True,
+            "extra_body": {"return_token_ids": True},
+        }
+        served, created = PolicyVersion.objects.update_or_create(
+            name=f"{name}-served",
+            defaults={
+                "backend": PolicyVersion.Backend.OPENAI,
+                "checkpoint": None,
+                "endpoint_url": "",
+                "model_name": name,
+                "serving": {"base": name, "kind": "base", "path": local.model_name},
+                "config": config,
+                "is_active": True,
+                "lineage": {"built_by": "tiny_policy", "weights_of": name},
+            },
+        )
+        self.stdout.write(
+            f"policy {served.name} {'registered' if created else 'updated'}: "
+            f"model {name} on the policy servers"
+        )
