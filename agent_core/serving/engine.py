@@ -136,6 +136,15 @@ def parse_metrics(text: str) -> dict[str, float]:
     return out
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the process that started it dies, however it dies (kill -9 included),
+    so an engine never outlives its serving agent and keeps answering as a server nobody manages."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class Engine:
     """A vLLM server process: start it, wait until it answers, ask it things, stop it."""
 
@@ -166,6 +175,7 @@ class Engine:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its workers die with it (killpg)
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - before any thread of ours touches the child
         )
         self.started_at = time.monotonic()
 

@@ -20,7 +20,6 @@ from PIL import Image
 
 from agent_core.env import Obs
 from agent_core.policies import PolicyInput, make_policy
-from agent_core.policies.local import text_only_messages
 from agent_core.serving.agent import ServerAgent
 from tests.agent_core.serving.vllm_proc import vllm_engine
 

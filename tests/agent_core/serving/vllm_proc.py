@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent_core.serving.engine import Engine, EngineSpec
-from tests.procs import ROOT, free_port
+from tests.procs import ROOT, free_port, port_open, process
 
 
 def vllm_python() -> str:
@@ -32,3 +33,34 @@ def vllm_engine(model: Path, served_name: str, log_dir: Path, **spec: object) ->
         yield engine
     finally:
         engine.close()
+
+
+@contextmanager
+def policy_server(
+    *,
+    model: Path,
+    served_name: str,
+    name: str,
+    web_url: str,
+    token: str,
+    log_dir: Path,
+    interval: float = 1.0,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A whole policy server, as docker-compose and make run start one: the serving agent, run by vLLM's
+    own python, starting its engine and heartbeating into `web_url`; yields once the engine listens."""
+    python = vllm_python()
+    port = free_port()
+    args = [python, "-m", "agent_core.serving", "--model", str(model), "--served-name", served_name]
+    args += ["--name", name, "--port", str(port), "--web-url", web_url, "--vllm-python", python]
+    args += [
+        "--interval",
+        str(interval),
+        "--max-loras",
+        "2",
+        "--log-file",
+        str(log_dir / f"{name}-engine.log"),
+    ]
+    env = {**os.environ, "POLICY_SERVER_TOKEN": token}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    with process(args, ready=port_open(port), env=env, log_path=log_dir / f"{name}.log", timeout=300) as proc:
+        yield proc

@@ -34,6 +34,7 @@ def test_a_heartbeat_over_http_registers_the_server_and_the_page_shows_it(
         assert answer.json() == {
             "server_id": server.pk,
             "adapters": [{"name": "run-3-v2", "path": "/abs/adapter"}],
+            "weights": None,
         }
         assert server.status == "online" and server.metrics["gen_tokens_per_s"] == 12.5
 
