@@ -4,9 +4,11 @@ A directory holding a vision-language model (its config has a `vision_config`, o
 files) is loaded with `AutoProcessor` + `AutoModelForImageTextToText` and sees the screenshots; any
 other is loaded with `AutoTokenizer` + `AutoModelForCausalLM` and sees each image as a placeholder
 text, "[screenshot WxH]" (plus the accessibility text, where the observation has one and the prompt
-does not already carry it). The prompt is rendered with the checkpoint's chat template; a tokenizer
-without one gets PLAIN_TEMPLATE. Logprobs are those of the raw model distribution (before temperature),
-like vLLM's default, so RL code sees the same quantity from either.
+does not already carry it). A LoRA adapter directory (adapter_config.json naming its base model
+directory) is loaded on its base and merged into it for inference. The prompt is rendered with the
+checkpoint's chat template; a tokenizer without one gets PLAIN_TEMPLATE. Logprobs are those of the
+raw model distribution (before temperature), like vLLM's default, so RL code sees the same quantity
+from either.
 
 torch and transformers are imported on first use only.
 """
@@ -27,11 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.policies.base import Policy, PolicyError, PolicyInput, PolicyOutput, register_policy
+from agent_core.training.checkpoints import AdapterError, adapter_base
 
 PLAIN_TEMPLATE = "{role}: {content}\n\n"
 """Used when the tokenizer has no chat template: each message as `Role: text` and a blank line, then
 `Assistant:` to prompt the reply (role capitalised: System, User, Assistant)."""
 _PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
+_TOKENIZER_FILES = ("tokenizer_config.json", *_PROCESSOR_FILES)
 _DTYPES = ("auto", "float32", "float16", "bfloat16")
 _A11Y_CHARS = 8000
 # transformers' from_pretrained is not thread-safe: two loads at once in one process (a threaded
@@ -46,8 +50,25 @@ def _lazy(module: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise PolicyError(
-            f"local policy needs torch and transformers: pip install '.[train]' ({exc})"
+            "local policy needs torch and transformers (and peft for an adapter): "
+            f"pip install '.[train]' ({exc})"
         ) from None
+
+
+def model_source(path: str | os.PathLike[str]) -> tuple[Path, Path | None, Path]:
+    """(the directory of the full weights, the LoRA adapter directory or None, where the tokenizer or
+    processor is) of a model directory: a full checkpoint is all three; an adapter's weights are its
+    base's, and its tokenizer its own where it saved one. ValueError when it is neither, or its base
+    is gone."""
+    root = Path(path)
+    base = adapter_base(root)  # AdapterError (a ValueError) for an adapter that names no base
+    weights = base if base is not None else root
+    if not (weights / "config.json").is_file():
+        if base is not None:
+            raise AdapterError(f"{root} is a LoRA adapter whose base model {base} is gone (no config.json)")
+        raise ValueError(f"{root} is not a model directory (no config.json or adapter_config.json)")
+    tokenizer = root if any((root / name).is_file() for name in _TOKENIZER_FILES) else weights
+    return weights, (root if base is not None else None), tokenizer
 
 
 def is_vision_model(path: str | os.PathLike[str]) -> bool:
@@ -192,8 +213,10 @@ class LocalPolicy(Policy):
         seed: int | None = None,
     ) -> None:
         self.model_path = Path(model_path)
-        if not (self.model_path / "config.json").is_file():
-            raise PolicyError(f"local policy: {self.model_path} is not a model directory (no config.json)")
+        try:
+            self._weights, self._adapter, self._tokenizer_dir = model_source(self.model_path)
+        except ValueError as exc:
+            raise PolicyError(f"local policy: {exc}") from None
         if dtype not in _DTYPES:
             raise PolicyError(f"local policy: dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
         self.device = device
@@ -204,7 +227,7 @@ class LocalPolicy(Policy):
         self.output_format = output_format
         self.dtype = dtype
         self.seed = seed
-        self.vision = is_vision_model(self.model_path)
+        self.vision = is_vision_model(self._weights)
         self._model: Any = None
         self._processor: Any = None
         self._tokenizer: Any = None
@@ -224,15 +247,20 @@ class LocalPolicy(Policy):
             # transformers >= 4.56 calls it `dtype`; older versions only know `torch_dtype`.
             dtype_key = "dtype" if _version(tfm.__version__) >= (4, 56) else "torch_dtype"
             kwargs = {"local_files_only": True, dtype_key: dtype}
+            weights, tokenizer_dir = str(self._weights), str(self._tokenizer_dir)
             try:
                 if self.vision:
-                    processor = tfm.AutoProcessor.from_pretrained(str(self.model_path), local_files_only=True)
+                    processor = tfm.AutoProcessor.from_pretrained(tokenizer_dir, local_files_only=True)
                     tokenizer = getattr(processor, "tokenizer", processor)
-                    model = tfm.AutoModelForImageTextToText.from_pretrained(str(self.model_path), **kwargs)
+                    model = tfm.AutoModelForImageTextToText.from_pretrained(weights, **kwargs)
                 else:
                     processor = None
-                    tokenizer = tfm.AutoTokenizer.from_pretrained(str(self.model_path), local_files_only=True)
-                    model = tfm.AutoModelForCausalLM.from_pretrained(str(self.model_path), **kwargs)
+                    tokenizer = tfm.AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
+                    model = tfm.AutoModelForCausalLM.from_pretrained(weights, **kwargs)
+                if self._adapter is not None:
+                    # Merged into the base weights: generation runs as fast as a full checkpoint's.
+                    peft = _lazy("peft")
+                    model = peft.PeftModel.from_pretrained(model, str(self._adapter)).merge_and_unload()
                 model.to(self.device)
                 model.eval()
             except Exception as exc:  # noqa: BLE001 - any load failure means the policy cannot answer

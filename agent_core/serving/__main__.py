@@ -43,7 +43,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 def _token(args: argparse.Namespace) -> str:
     if args.token_file is not None:
-        return args.token_file.read_text().strip()
+        return str(args.token_file.read_text().strip())
     token = os.environ.get("POLICY_SERVER_TOKEN", "")
     if not token:
         sys.exit("no token: pass --token-file or set POLICY_SERVER_TOKEN")

@@ -46,6 +46,7 @@ class FieldSpec:
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] = ()
+    """The values allowed (as text; a whole-number field's too), shown as a select by the launch form."""
 
 
 def _f(name: str, typ: type, default: Any, help: str, lo: float | None = None, hi: float | None = None,
@@ -63,6 +64,20 @@ COMMON = (
     _f("keep_checkpoints", int, 0, "Keep only the newest N checkpoint directories (0: keep all)", 0, 10_000),
     _f("device", str, "auto", "Where to train: auto (cuda when there is one), cpu or cuda", choices=("auto", "cpu", "cuda")),
     _f("dtype", str, "float32", "Weights dtype while training", choices=("float32", "bfloat16")),
+)  # fmt: skip
+
+LORA_RANKS = ("8", "16", "32", "64", "128", "256")
+"""The LoRA ranks a run may use: those vLLM serves."""
+LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The decoder projections (Qwen2 names) a LoRA adapter may target, as vLLM loads adapters on them.
+Never the embeddings or lm_head: the tiny models tie them, and vLLM serves no adapter on them here."""
+
+LORA = (
+    _f("lora", str, "off", "Train a LoRA adapter on the frozen policy (on) instead of every weight (off): checkpoints are then adapters vLLM can hot-load", choices=("off", "on")),
+    _f("lora_r", int, 16, "LoRA rank (vLLM serves ranks 8, 16, 32, 64, 128 and 256 only)", choices=LORA_RANKS),
+    _f("lora_alpha", int, 32, "LoRA alpha: the adapter's update is scaled by alpha / r", 1, 4096),
+    _f("lora_dropout", float, 0.0, "Dropout on the adapter's input while training", 0.0, 0.9),
+    _f("lora_targets", str, ",".join(LORA_MODULES), f"Comma-separated modules that get an adapter, of {', '.join(LORA_MODULES)}"),
 )  # fmt: skip
 
 SFT = (
@@ -115,7 +130,11 @@ GRPO = _RL + (
     _f("pool_size", int, 4, "Successes kept per task in the experience pool", 0, 10_000),
 )  # fmt: skip
 
-FIELDS: dict[str, tuple[FieldSpec, ...]] = {"sft": COMMON + SFT, "ppo": COMMON + PPO, "grpo": COMMON + GRPO}
+FIELDS: dict[str, tuple[FieldSpec, ...]] = {
+    "sft": COMMON + LORA + SFT,
+    "ppo": COMMON + LORA + PPO,
+    "grpo": COMMON + LORA + GRPO,
+}
 
 
 def config_fields(algorithm: str) -> tuple[FieldSpec, ...]:
@@ -148,6 +167,8 @@ def _coerce(spec: FieldSpec, value: Any) -> Any:
                 raise ConfigError(field, f"must be a whole number, got {value!r}") from None
         if not isinstance(value, int):
             raise ConfigError(field, f"must be a whole number, got {value!r}")
+        if spec.choices and str(value) not in spec.choices:
+            raise ConfigError(field, f"must be one of {', '.join(spec.choices)}, got {value!r}")
     elif spec.type is float:
         if isinstance(value, bool):
             raise ConfigError(field, f"must be a number, got {value!r}")
@@ -172,6 +193,21 @@ def _coerce(spec: FieldSpec, value: Any) -> Any:
     return value
 
 
+def _lora_targets(value: str) -> str:
+    """The comma-separated module names, each one of LORA_MODULES, without repeats."""
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("lora_targets", f"name at least one module, of {', '.join(LORA_MODULES)}")
+    wrong = [n for n in names if n not in LORA_MODULES]
+    if wrong:
+        raise ConfigError(
+            "lora_targets",
+            f"{', '.join(repr(n) for n in wrong)} cannot get an adapter (the embeddings and lm_head "
+            f"never do); valid: {', '.join(LORA_MODULES)}",
+        )
+    return ",".join(dict.fromkeys(names))
+
+
 def validate_config(algorithm: str, raw: Mapping[str, Any] | None) -> dict[str, Any]:
     """`raw` with defaults filled in and every value checked; a ConfigError names every bad field
     (its `errors`), so a form can show each message beside its field at once."""
@@ -187,6 +223,11 @@ def validate_config(algorithm: str, raw: Mapping[str, Any] | None) -> dict[str, 
     for name, spec in fields.items():
         try:
             out[name] = _coerce(spec, raw[name]) if name in raw else spec.default
+        except ConfigError as exc:
+            errors.append(exc)
+    if "lora_targets" in out:
+        try:
+            out["lora_targets"] = _lora_targets(out["lora_targets"])
         except ConfigError as exc:
             errors.append(exc)
     # Checks across fields, only between fields that are valid on their own.

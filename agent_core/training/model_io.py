@@ -2,6 +2,7 @@
 
 Prompts become model inputs exactly as `LocalPolicy` builds them at rollout time (agent_core.policies.local),
 so what is trained on is what was sampled. The trainers (trainer.py, rl_trainer.py) call this module.
+A LoRA adapter directory loads on its base (lora.py): trainable in a LoRA run, merged otherwise.
 """
 
 from __future__ import annotations
@@ -10,8 +11,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_core.policies.local import _LOAD_LOCK, _version, is_vision_model, text_prompt, vision_encoding
+from agent_core.policies.local import (
+    _LOAD_LOCK,
+    _version,
+    is_vision_model,
+    model_source,
+    text_prompt,
+    vision_encoding,
+)
 from agent_core.training.errors import TrainingError, lazy
+from agent_core.training.lora import LoraSettings, add_adapter, load_adapter
 
 
 def pick_device(name: str) -> str:
@@ -54,39 +63,51 @@ class PromptCodec:
         (self.processor or self.tokenizer).save_pretrained(str(directory))
 
 
-def load_policy_model(path: Path, *, device: str, dtype: str = "float32") -> tuple[PromptCodec, Any]:
-    """(prompt codec, model) of a checkpoint directory (text-only or vision-language), ready to train."""
+def load_policy_model(
+    path: Path, *, device: str, dtype: str = "float32", lora: LoraSettings | None = None
+) -> tuple[PromptCodec, Any]:
+    """(prompt codec, model) of a model directory (text-only or vision-language), ready to train.
+
+    With `lora`, only a LoRA adapter trains: the directory's own when it is an adapter, else a fresh one.
+    Without, an adapter directory is merged into its base and every weight trains."""
     torch = lazy("torch")
     tfm = lazy("transformers")
-    if not (Path(path) / "config.json").is_file():
-        raise TrainingError(f"{path} is not a model directory (no config.json)")
+    try:
+        weights, adapter, tokenizer_dir = model_source(path)
+    except ValueError as exc:
+        raise TrainingError(str(exc)) from None
     try:
         # One load at a time per process: concurrent from_pretrained calls (the trainer and rollout
         # threads) can leave torch's default device on "meta" (see local._LOAD_LOCK).
         with _LOAD_LOCK:
-            return _load(tfm, torch, path, device, dtype)
+            codec, model = _load(tfm, torch, weights, tokenizer_dir, dtype)
+            if adapter is not None:
+                model = load_adapter(model, adapter, trainable=lora is not None)
+            elif lora is not None:
+                model = add_adapter(model, lora, weights)
+            model.to(device)
+            return codec, model
     except TrainingError:
         raise
     except Exception as exc:  # noqa: BLE001 - any load failure ends the run with its reason
         raise TrainingError(f"cannot load {path}: {type(exc).__name__}: {exc}") from None
 
 
-def _load(tfm: Any, torch: Any, path: Path, device: str, dtype: str) -> tuple[PromptCodec, Any]:
+def _load(tfm: Any, torch: Any, path: Path, tokenizer_dir: Path, dtype: str) -> tuple[PromptCodec, Any]:
     # transformers >= 4.56 calls it `dtype`; older versions only know `torch_dtype`.
     key = "dtype" if _version(tfm.__version__) >= (4, 56) else "torch_dtype"
     kwargs = {"local_files_only": True, key: getattr(torch, dtype)}
     if is_vision_model(path):
-        processor = tfm.AutoProcessor.from_pretrained(str(path), local_files_only=True)
+        processor = tfm.AutoProcessor.from_pretrained(str(tokenizer_dir), local_files_only=True)
         if not getattr(processor, "chat_template", None):
             raise TrainingError(f"{path} has no chat template for its processor: its prompts cannot be built")
         tokenizer = getattr(processor, "tokenizer", processor)
         model = tfm.AutoModelForImageTextToText.from_pretrained(str(path), **kwargs)
         codec = PromptCodec(tokenizer, processor)
     else:
-        tokenizer = tfm.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        tokenizer = tfm.AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
         model = tfm.AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
         codec = PromptCodec(tokenizer)
-    model.to(device)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return codec, model

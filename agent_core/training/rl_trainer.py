@@ -26,6 +26,7 @@ from agent_core.training.batching import Sample, gather, minibatches, pad_batch,
 from agent_core.training.checkpoints import latest_checkpoint
 from agent_core.training.errors import TrainingError
 from agent_core.training.grpo import GRPO
+from agent_core.training.lora import load_trainable_state, trainable_parameters, trainable_state
 from agent_core.training.model_io import critic_class, load_policy_model
 from agent_core.training.ppo import PPO
 from agent_core.training.trainer import Trainer
@@ -100,12 +101,21 @@ class RLTrainer(Trainer):
         self.unusable_run = 0  # episodes in a row that training could not use (stale or turnless)
 
     def _load_critic(self) -> None:
-        """The value model, initialised from the starting policy's weights (or resumed), and its optimizer."""
-        backbone = load_policy_model(self.start_dir, device=self.device, dtype=self.cfg["dtype"])[1]
+        """The value model, initialised from the starting policy's weights (or resumed), and its optimizer.
+
+        A LoRA run's critic is the run's base model (the same frozen weights on every attempt) with an
+        adapter of its own and its full head trainable; its trainer state keeps only those."""
+        source = Path(self.spec.base_model) if self.lora else self.start_dir
+        backbone = load_policy_model(source, device=self.device, dtype=self.cfg["dtype"], lora=self.lora)[1]
         self.critic = critic_class()(backbone).to(self.device)
-        self.critic_opt = self.torch.optim.AdamW(self.critic.parameters(), lr=float(self.cfg["critic_lr"]))
+        self.critic_opt = self.torch.optim.AdamW(
+            trainable_parameters(self.critic), lr=float(self.cfg["critic_lr"])
+        )
         if "critic" in self.state:
-            self.critic.load_state_dict(self.state["critic"])
+            if self.lora:
+                load_trainable_state(self.critic, self.state["critic"])
+            else:
+                self.critic.load_state_dict(self.state["critic"])
             self.critic_opt.load_state_dict(self.state["critic_opt"])
 
     # --- state ---
@@ -120,7 +130,7 @@ class RLTrainer(Trainer):
             "pool": self.pool.state_dict(),
         }
         if self.critic is not None:
-            state["critic"] = self.critic.state_dict()
+            state["critic"] = trainable_state(self.critic) if self.lora else self.critic.state_dict()
             state["critic_opt"] = self.critic_opt.state_dict()
         return state
 
@@ -250,7 +260,7 @@ class RLTrainer(Trainer):
         vloss = value_loss(vals, returns, b.mask, old_values=old_v if clip > 0 else None, clip=clip)
         self.critic_opt.zero_grad(set_to_none=True)
         vloss.backward()
-        self._clip(self.critic.parameters())
+        self._clip(trainable_parameters(self.critic))
         self.critic_opt.step()
         stats["value_loss"].append(float(vloss.detach()))
         stats["explained_var"].append(explained_variance(vals.detach(), returns, b.mask))
@@ -279,7 +289,7 @@ class RLTrainer(Trainer):
             stats["kl_ref"].append(float(kl.detach()))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        stats["grad_norm"].append(self._clip(self.model.parameters()))
+        stats["grad_norm"].append(self._clip(self.params))
         self.optimizer.step()
         stats["policy_loss"].append(float(loss.detach()))
         for key in ("clip_frac", "approx_kl", "dual_clip_frac", "ratio_max"):

@@ -9,13 +9,15 @@ rebuilt for each minibatch from the prompt's messages rather than kept for the w
 too long for `max_seq_len` is skipped (and counted) rather than cut, since cutting it would cut an image.
 
 Checkpoints are save_pretrained directories under `out_dir/checkpoints/step-NNNNNN/` that
-`LocalPolicy` loads directly, plus `trainer_state.pt` (optimizer, critic, curation state, data
+`LocalPolicy` loads directly (with `lora: on`, peft adapters of the base, which vLLM hot-loads too),
+plus `trainer_state.pt` (optimizer, critic, curation state, data
 position, RNG), written to a temporary directory and renamed, so a worker killed mid-save leaves the
 previous checkpoint intact and `latest_checkpoint` never returns a half-written one.
 
 Where the parts live: model_io (codec, loading, ids, critic), batching (samples as tensors), trainer
 (the shared machinery), sft, rl_trainer (the streaming RL loop) with its algorithms ppo and grpo,
-checkpoints (the directory layout) and errors (TrainingError). torch and transformers are imported
+lora (adapters), checkpoints (the directory layout, adapter_base), adapter_merge (interpolating
+adapters) and errors (TrainingError). torch and transformers are imported
 on first use only.
 """
 

@@ -111,7 +111,7 @@ class SFTTrainer(Trainer):
         loss = -(logp * mask).sum() / mask.sum().clamp(min=1.0)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = self._clip(self.model.parameters())
+        grad_norm = self._clip(self.params)
         self.optimizer.step()
         return float(loss.detach()), grad_norm, int(attn.sum())
 

@@ -2,6 +2,8 @@
 gradient clipping, samples and their images, and atomic checkpoints.
 
 SFTTrainer (sft.py) and RLTrainer (rl_trainer.py) subclass `Trainer` and write their own `run`.
+With `lora: on` the model trains a LoRA adapter (lora.py) and every checkpoint is that adapter, named
+against the absolute path of its base model directory; resuming one restores the adapter and optimizer.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.training.batching import Sample, fit_prompt
-from agent_core.training.checkpoints import STATE_FILE, checkpoint_dir, prune
+from agent_core.training.checkpoints import STATE_FILE, AdapterError, adapter_base, checkpoint_dir, prune
 from agent_core.training.errors import TrainingError, lazy
+from agent_core.training.lora import LoraSettings, describe, save_adapter, trainable_parameters
 from agent_core.training.model_io import load_policy_model, pick_device
 from agent_core.training.tiny_policy import LINEAGE_FILE
 from agent_core.training.types import Hooks, RunSpec
@@ -37,12 +40,18 @@ class Trainer:
         if spec.resume_from and not (start / STATE_FILE).is_file():
             raise TrainingError(f"cannot resume: {start} is not a complete checkpoint (no {STATE_FILE})")
         self.start_dir = start
-        self.codec, self.model = load_policy_model(start, device=self.device, dtype=self.cfg["dtype"])
+        self.lora = LoraSettings.of(self.cfg)
+        self.torch.manual_seed(int(self.cfg["seed"]))  # a fresh adapter's initial weights too
+        self.codec, self.model = load_policy_model(
+            start, device=self.device, dtype=self.cfg["dtype"], lora=self.lora
+        )
+        self.lora_base = self._lora_base(start)
         self.tokenizer = self.codec.tokenizer
         self.too_long = 0  # vision-language samples skipped because they do not fit in max_seq_len
         self.torch.manual_seed(int(self.cfg["seed"]))
+        self.params = trainable_parameters(self.model)
         self.optimizer = self.torch.optim.AdamW(
-            self.model.parameters(), lr=float(self.cfg["lr"]), weight_decay=float(self.cfg["weight_decay"])
+            self.params, lr=float(self.cfg["lr"]), weight_decay=float(self.cfg["weight_decay"])
         )
         self.lineage = self._lineage(start)
         self.state: dict[str, Any] = {}
@@ -51,6 +60,25 @@ class Trainer:
             self.optimizer.load_state_dict(self.state["optimizer"])
             self.step = int(self.state["step"])
             self.hooks.on_log(f"resumed from {start.name} (step {self.step})")
+
+    def _lora_base(self, start: Path) -> Path | None:
+        """The base model directory a LoRA run's adapters are saved against (None: full fine-tuning)."""
+        if self.lora is None:
+            return None
+        try:
+            base = adapter_base(start)
+        except AdapterError as exc:
+            raise TrainingError(str(exc)) from None
+        config = self.model.peft_config["default"]
+        shape = (config.r, config.lora_alpha, {str(t).rsplit(".", 1)[-1] for t in config.target_modules})
+        if base is not None and shape != (self.lora.r, self.lora.alpha, set(self.lora.targets)):
+            # A new adapter on top would need the merged weights as its base, which vLLM does not have.
+            self.hooks.on_log(
+                f"{start} is a LoRA adapter: training it on, with its own shape, not this run's "
+                f"lora_r / lora_alpha / lora_targets"
+            )
+        self.hooks.on_log(describe(self.model))
+        return base if base is not None else start.resolve()
 
     @staticmethod
     def _lineage(start: Path) -> dict[str, Any]:
@@ -73,7 +101,10 @@ class Trainer:
         tmp = final.with_name(final.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        self.model.save_pretrained(str(tmp))
+        if self.lora_base is not None:
+            save_adapter(self.model, tmp, self.lora_base)
+        else:
+            self.model.save_pretrained(str(tmp))
         self.codec.save(tmp)
         lineage = {
             **{k: v for k, v in self.lineage.items() if k in ("base", "seed", "built_by")},

@@ -17,6 +17,7 @@ from webapp.datasets.services import DatasetError, VersionGone, version_pin_reso
 from webapp.policies.models import PolicyVersion
 from webapp.training.merging import policy_merge_request
 from webapp.training.models import Checkpoint, PolicyMerge, TrainingRun
+from webapp.training.promotion import checkpoint_promote
 from webapp.training.selectors import (
     checkpoints_of,
     metric_names,
@@ -30,7 +31,6 @@ from webapp.training.selectors import (
 )
 from webapp.training.services import (
     TrainingRunError,
-    checkpoint_promote,
     training_run_launch,
     training_run_pin,
     training_run_resume,

@@ -1,7 +1,8 @@
 """Parameter interpolation of local policies into a new policy version (a merge), requested by an admin.
 
 The request checks everything that can be checked from the configs at once (weights, architectures,
-declared bases) and refuses a mismatch naming it; the tensors are averaged on a worker (`datasets`
+declared bases; for LoRA adapters, their base directory and shape: an adapter merges only with adapters
+of the same base) and refuses a mismatch naming it; the tensors are averaged on a worker (`datasets`
 queue: a training worker may be busy for hours), into a directory under the var dir that appears whole
 or not at all. The merged policy keeps the first source's config and records where it came from.
 """
@@ -21,7 +22,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from agent_core.rl.interpolate import InterpolationError, check_mergeable, interpolate_checkpoints
+from agent_core.rl.interpolate import InterpolationError
+from agent_core.training.adapter_merge import check_models_mergeable, interpolate_models
 from webapp.common.queue import POLICY_MERGE, enqueue_or_note
 from webapp.policies.models import PolicyVersion
 from webapp.policies.services import free_policy_name
@@ -57,7 +59,7 @@ def _check_sources(sources: list[tuple[PolicyVersion, float]]) -> None:
     paths = [_model_dir(p) for p, _ in sources]
     weights = [float(w) for _, w in sources]
     try:
-        check_mergeable(paths, weights)
+        check_models_mergeable(paths, weights)
     except InterpolationError as exc:
         # The message names paths; say which policy each is.
         msg = str(exc)
@@ -136,7 +138,7 @@ def policy_merge_execute(*, merge_id: int) -> PolicyMerge | None:
         out = Path(settings.VAR_DIR) / relative
         if out.exists():  # a worker that died after writing it, before recording it
             shutil.rmtree(out)
-        interpolate_checkpoints(paths, weights, out)
+        interpolate_models(paths, weights, out)
         lineage = {
             "merged_from": [{"policy": p.name, "weight": w} for p, w in zip(sources, weights, strict=True)],
             "merge": merge.pk,

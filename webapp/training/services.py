@@ -1,4 +1,5 @@
-"""Writes for training runs: launch, stop, resume, the run itself on a worker, the reaper, promotion.
+"""Writes for training runs: launch, stop, resume, the run itself on a worker, the reaper (promotion of
+a checkpoint to a policy: promotion.py).
 
 A run is claimed by one worker at a time (status running, `attempt` = its claim number, a fresh
 heartbeat). A worker killed with -9 stops heartbeating; the reaper puts its run back to pending and
@@ -21,9 +22,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
-from django.utils.text import slugify
 
 from agent_core.training.config import ConfigError, validate_config
 from agent_core.training.types import RunSpec
@@ -33,8 +33,8 @@ from webapp.common.text import MAX_NAME, text_problem
 from webapp.datasets.models import DatasetVersion
 from webapp.datasets.services import DatasetError, version_pin_resolve
 from webapp.policies.models import PolicyVersion
-from webapp.policies.services import free_policy_name
 from webapp.training.hooks import RunHooks, RunLost, heartbeat, log_append
+from webapp.training.model_dirs import model_dir_problem
 from webapp.training.models import Checkpoint, MetricPoint, TrainingRun
 
 log = logging.getLogger(__name__)
@@ -92,8 +92,8 @@ def _check_base_policy(policy: PolicyVersion | None) -> None:
         )
     if not policy.is_active:
         raise TrainingRunError(f"{policy.name} is retired; choose an active policy", "base_policy")
-    if policy.model_dir() is None:
-        raise TrainingRunError(f"{policy.name} has no model directory", "base_policy")
+    if problem := model_dir_problem(policy.model_dir()):  # an adapter's base must still be there
+        raise TrainingRunError(f"{policy.name} {problem}", "base_policy")
 
 
 def _check_suite(suite: TaskSuite | None, config: dict[str, Any], algorithm: str) -> TaskSuite:
@@ -237,7 +237,7 @@ def _enqueue(run_id: int) -> None:
         TrainingRun.objects.filter(pk=run_id).update(celery_task_id=task_id[:64])
 
 
-# --- stop, resume, promote -----------------------------------------------------------------------
+# --- stop, resume ---------------------------------------------------------------------------------
 
 
 def training_run_stop(*, run: TrainingRun, by: AbstractBaseUser) -> TrainingRun:
@@ -294,55 +294,6 @@ def training_run_resume(*, run: TrainingRun, by: AbstractBaseUser) -> TrainingRu
     log_append(run, f"resume requested by {by.get_username()}: continues from {last.name}")
     run.refresh_from_db()
     return run
-
-
-def checkpoint_promote(
-    *, checkpoint: Checkpoint, name: str | None = None, by: AbstractBaseUser
-) -> PolicyVersion:
-    """A local policy version rollouts can use, made from `checkpoint` (once per checkpoint)."""
-    existing = PolicyVersion.objects.filter(checkpoint=checkpoint).first()
-    if existing is not None:
-        raise TrainingRunError(f"this checkpoint is already policy {existing.name}", "checkpoint")
-    run = checkpoint.run
-    base = run.base_policy
-    wanted = (name or "").strip()
-    if wanted:
-        if slugify(wanted) != wanted or len(wanted) > 100:
-            raise TrainingRunError(
-                f"{wanted!r} is not a slug (lowercase letters, digits, '-', '_'; up to 100)", "name"
-            )
-        if PolicyVersion.objects.filter(name=wanted).exists():
-            raise TrainingRunError(f"a policy called {wanted!r} exists already", "name")
-    else:
-        wanted = free_policy_name(slugify(f"{run.name}-step-{checkpoint.step}"))
-    try:
-        with transaction.atomic():
-            policy = PolicyVersion.objects.create(
-                name=wanted,
-                backend=PolicyVersion.Backend.LOCAL,
-                checkpoint=checkpoint,
-                config=dict(base.config or {}) if base else {},
-                lineage={
-                    "run": run.pk,
-                    "run_name": run.name,
-                    "algorithm": run.algorithm,
-                    "step": checkpoint.step,
-                    "base_policy": base.name if base else None,
-                    "dataset_version": str(run.dataset_version) if run.dataset_version_id else None,
-                    "promoted_by": by.get_username(),
-                },
-            )
-    except IntegrityError:  # promoted (or the name taken) by someone else at the same moment
-        existing = PolicyVersion.objects.filter(checkpoint=checkpoint).first()
-        if existing is not None:
-            raise TrainingRunError(
-                f"this checkpoint is already policy {existing.name}", "checkpoint"
-            ) from None
-        raise TrainingRunError(f"a policy called {wanted!r} exists already", "name") from None
-    log_append(
-        run, f"checkpoint step {checkpoint.step} promoted to policy {policy.name} by {by.get_username()}"
-    )
-    return policy
 
 
 # --- the run, on a `training` worker -------------------------------------------------------------

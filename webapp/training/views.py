@@ -16,6 +16,7 @@ from webapp.common.params import parse_whole
 from webapp.policies.models import PolicyVersion
 from webapp.training.merging import policy_merge_request
 from webapp.training.models import Checkpoint, PolicyMerge, TrainingRun
+from webapp.training.promotion import checkpoint_promote
 from webapp.training.selectors import (
     METRIC_GROUPS,
     checkpoints_of,
@@ -29,7 +30,6 @@ from webapp.training.selectors import (
 )
 from webapp.training.services import (
     TrainingRunError,
-    checkpoint_promote,
     run_latest_checkpoint,
     training_run_launch,
     training_run_resume,

@@ -10,7 +10,8 @@ from tests.webapp.pages.html import count_testid, text
 from tests.webapp.training.test_execution import run_task
 from webapp.policies.models import PolicyVersion
 from webapp.training.models import Checkpoint, MetricPoint, TrainingRun
-from webapp.training.services import TrainingRunError, checkpoint_promote
+from webapp.training.promotion import checkpoint_promote
+from webapp.training.services import TrainingRunError
 
 pytestmark = pytest.mark.django_db
 

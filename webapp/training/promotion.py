@@ -1,0 +1,74 @@
+"""Promotion: a training run's checkpoint becomes a local policy version that rollouts and annotation use.
+
+A checkpoint is full weights or, from a LoRA run, an adapter of the run's base model; either way the
+policy is a local one whose model directory is the checkpoint's (LocalPolicy loads an adapter on its
+base). The directory must still be on disk, and an adapter's base with it.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils.text import slugify
+
+from webapp.policies.models import PolicyVersion
+from webapp.policies.services import free_policy_name
+from webapp.training.hooks import log_append
+from webapp.training.model_dirs import adapter_lineage, checkpoint_problem
+from webapp.training.models import Checkpoint
+from webapp.training.services import TrainingRunError
+
+
+def checkpoint_promote(
+    *, checkpoint: Checkpoint, name: str | None = None, by: AbstractBaseUser
+) -> PolicyVersion:
+    """A local policy version rollouts can use, made from `checkpoint` (once per checkpoint)."""
+    existing = PolicyVersion.objects.filter(checkpoint=checkpoint).first()
+    if existing is not None:
+        raise TrainingRunError(f"this checkpoint is already policy {existing.name}", "checkpoint")
+    run = checkpoint.run
+    path = run.path(checkpoint.path)
+    if problem := checkpoint_problem(path):
+        raise TrainingRunError(
+            f"checkpoint step {checkpoint.step} cannot be promoted: {problem}", "checkpoint"
+        )
+    base = run.base_policy
+    wanted = (name or "").strip()
+    if wanted:
+        if slugify(wanted) != wanted or len(wanted) > 100:
+            raise TrainingRunError(
+                f"{wanted!r} is not a slug (lowercase letters, digits, '-', '_'; up to 100)", "name"
+            )
+        if PolicyVersion.objects.filter(name=wanted).exists():
+            raise TrainingRunError(f"a policy called {wanted!r} exists already", "name")
+    else:
+        wanted = free_policy_name(slugify(f"{run.name}-step-{checkpoint.step}"))
+    try:
+        with transaction.atomic():
+            policy = PolicyVersion.objects.create(
+                name=wanted,
+                backend=PolicyVersion.Backend.LOCAL,
+                checkpoint=checkpoint,
+                config=dict(base.config or {}) if base else {},
+                lineage={
+                    "run": run.pk,
+                    "run_name": run.name,
+                    "algorithm": run.algorithm,
+                    "step": checkpoint.step,
+                    "base_policy": base.name if base else None,
+                    "dataset_version": str(run.dataset_version) if run.dataset_version_id else None,
+                    "promoted_by": by.get_username(),
+                    **adapter_lineage(path),
+                },
+            )
+    except IntegrityError:  # promoted (or the name taken) by someone else at the same moment
+        existing = PolicyVersion.objects.filter(checkpoint=checkpoint).first()
+        if existing is not None:
+            raise TrainingRunError(
+                f"this checkpoint is already policy {existing.name}", "checkpoint"
+            ) from None
+        raise TrainingRunError(f"a policy called {wanted!r} exists already", "name") from None
+    log_append(
+        run, f"checkpoint step {checkpoint.step} promoted to policy {policy.name} by {by.get_username()}"
+    )
+    return policy
