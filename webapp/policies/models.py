@@ -80,10 +80,14 @@ class PolicyVersion(models.Model):
         return self.name
 
     def model_dir(self) -> Path | None:
-        """A local policy's model directory (its checkpoint's, else model_name), resolved under VAR_DIR."""
-        if self.backend != self.Backend.LOCAL:
+        """The weights on disk: a local policy's model directory (its checkpoint's, else model_name), a
+        platform-served one's weights or adapter (serving.path); resolved under VAR_DIR. None for others."""
+        if self.backend == self.Backend.OPENAI and self.is_platform_served():
+            raw = str((self.serving or {}).get("path") or "")
+        elif self.backend != self.Backend.LOCAL:
             return None
-        raw = self.checkpoint.path if self.checkpoint is not None else self.model_name
+        else:
+            raw = self.checkpoint.path if self.checkpoint is not None else self.model_name
         if not raw:
             return None
         path = Path(raw)

@@ -28,6 +28,7 @@ from agent_core.rl.episodes import RLEpisode
 from webapp.catalog.models import Task, TaskSuite
 from webapp.episodes.models import Episode, Source, Step
 from webapp.policies.models import PolicyVersion
+from webapp.policies.selectors import version_ready
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.services import batch_advance, batch_cancel
 from webapp.training.data import rl_episode_of
@@ -67,6 +68,9 @@ class DBRolloutSource:
         )
         self.base = run.base_policy
         self.current: PolicyVersion | None = None
+        """The newest policy the trainer published."""
+        self._ready: PolicyVersion | None = None
+        """The newest published policy rollouts can run (a served one: once a server has loaded it)."""
         self._versions: dict[int, int] = {}  # PolicyVersion pk -> the version the trainer published
         # Episode ids asked for and not returned yet -> their request's (task, seed).
         self._outstanding: dict[int, tuple[str, int]] = {}
@@ -118,7 +122,8 @@ class DBRolloutSource:
     # --- policies ------------------------------------------------------------------------------
 
     def publish(self, version: int, model_dir: Path) -> None:
-        """A PolicyVersion for the checkpoint; every episode not started yet switches to it."""
+        """A PolicyVersion for the checkpoint; every episode not started yet switches to it (a served
+        one: once a policy server has hot-loaded it; rollouts go on with the previous one meanwhile)."""
         base = self.base
         config = dict(base.config or {}) if base is not None else {}
         config.update(
@@ -130,47 +135,79 @@ class DBRolloutSource:
         path = Path(model_dir).resolve()
         var = Path(settings.VAR_DIR).resolve()
         stored = str(path.relative_to(var)) if path.is_relative_to(var) else str(path)
-        policy, _ = PolicyVersion.objects.update_or_create(
-            name=version_name(self.run, version),
-            defaults={
-                "backend": PolicyVersion.Backend.LOCAL,
-                "checkpoint": None,
-                "model_name": stored,
-                "config": config,
-                "is_active": True,
-                "lineage": {
-                    "training_run": self.run.pk,
-                    "version": version,
-                    "base_policy": base.name if base is not None else "",
-                    "purpose": "rollouts",
-                },
-            },
-        )
+        lineage = {
+            "training_run": self.run.pk,
+            "version": version,
+            "base_policy": base.name if base is not None else "",
+            "purpose": "rollouts",
+            "line": f"training-run-{self.run.pk}",
+        }
+        served = base is not None and base.is_platform_served()
+        name = version_name(self.run, version)
+        defaults: dict[str, Any] = {
+            "backend": PolicyVersion.Backend.LOCAL,
+            "checkpoint": None,
+            "model_name": stored,
+            "config": config,
+            "is_active": True,
+            "lineage": lineage,
+        }
+        if served:  # the adapter, hot-loaded by the servers of the base's weights
+            assert base is not None
+            base_id = str((base.serving or {}).get("base") or base.served_model_id())
+            defaults.update(
+                backend=PolicyVersion.Backend.OPENAI,
+                endpoint_url="",
+                model_name=name,
+                serving={"base": base_id, "kind": "lora", "path": stored},
+            )
+        policy, _ = PolicyVersion.objects.update_or_create(name=name, defaults=defaults)
         with transaction.atomic():
-            # Rollout versions are the run's own: only the newest stays on offer.
-            PolicyVersion.objects.filter(name__startswith=f"run-{self.run.pk}-v").exclude(
-                pk=policy.pk
-            ).update(is_active=False)
-            switched = 0
+            # Rollout versions are the run's own: only the newest stays on offer (and on the servers;
+            # the one rollouts still use until the new one is ready stays too).
+            keep = [policy.pk] + ([self._ready.pk] if served and self._ready is not None else [])
+            PolicyVersion.objects.filter(name__startswith=f"run-{self.run.pk}-v").exclude(pk__in=keep).update(
+                is_active=False
+            )
+        self._versions[policy.pk] = version
+        self.current = policy
+        switched = self._switch_if_ready()
+        log.info(
+            "run %s: published v%d as %s (%s)%s",
+            self.run.pk,
+            version,
+            policy.name,
+            stored,
+            f"; {switched} waiting episodes switched"
+            if switched >= 0
+            else "; rollouts switch once it is served",
+        )
+
+    def _switch_if_ready(self) -> int:
+        """Move the batch and its waiting episodes to the newest published policy once rollouts can run
+        it; the number switched, or -1 while it is not ready (a policy server has not loaded it yet)."""
+        policy = self.current
+        if policy is None or (self._ready is not None and self._ready.pk == policy.pk):
+            return 0
+        if not version_ready(policy):
+            return -1
+        previous, self._ready = self._ready, policy
+        switched = 0
+        with transaction.atomic():
             if self._batch is not None:
                 RolloutBatch.objects.filter(pk=self._batch.pk).update(policy_version=policy)
                 switched = Episode.objects.filter(batch=self._batch, status=Episode.Status.PENDING).update(
                     policy_version=policy
                 )
-        self._versions[policy.pk] = version
-        self.current = policy
-        log.info(
-            "run %s: published v%d as %s (%s); %d waiting episodes switched",
-            self.run.pk,
-            version,
-            policy.name,
-            stored,
-            switched,
-        )
+            if previous is not None and previous.is_platform_served():
+                PolicyVersion.objects.filter(pk=previous.pk).update(is_active=False)
+        return switched
 
     def _policy(self) -> PolicyVersion:
-        if self.current is not None:
-            return self.current
+        """What new rollouts run: the newest published policy that is ready (see _switch_if_ready)."""
+        self._switch_if_ready()
+        if self._ready is not None:
+            return self._ready
         if self.base is None:
             raise ValueError(f"run {self.run.pk}: nothing published and no base policy to roll out")
         self._versions.setdefault(self.base.pk, 0)
@@ -270,6 +307,7 @@ class DBRolloutSource:
             time.sleep(min(POLL_INTERVAL_S, max(0.0, deadline - time.monotonic())))
 
     def _collect(self) -> list[RLEpisode]:
+        self._switch_if_ready()
         if not self._outstanding:
             return []
         todo = sorted(self._outstanding)

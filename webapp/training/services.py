@@ -85,9 +85,11 @@ def heartbeat_seconds() -> float:
 def _check_base_policy(policy: PolicyVersion | None) -> None:
     if policy is None:
         raise TrainingRunError("choose the local policy the run starts from", "base_policy")
-    if policy.backend != PolicyVersion.Backend.LOCAL:
+    served = policy.backend == PolicyVersion.Backend.OPENAI and policy.is_platform_served()
+    if policy.backend != PolicyVersion.Backend.LOCAL and not served:
         raise TrainingRunError(
-            f"{policy.name} is a {policy.get_backend_display()} policy; a run starts from a local model",
+            f"{policy.name} is a {policy.get_backend_display()} policy; a run starts from a local model "
+            "or one the platform's policy servers serve",
             "base_policy",
         )
     if not policy.is_active:
@@ -190,6 +192,11 @@ def training_run_launch(
         _check_base_policy(base_policy)
     except TrainingRunError as exc:
         refuse(exc)
+    served = base_policy is not None and base_policy.is_platform_served()
+    if served and algorithm in ("ppo", "grpo") and clean is not None and clean.get("lora") != "on":
+        # Its rollouts run on its policy servers, which take each published policy as an adapter.
+        why = f"{base_policy.name} is served by the policy servers: an RL run on it trains a LoRA adapter"  # type: ignore[union-attr]
+        refuse(TrainingRunError(why + " they hot-load (set lora to on)", "lora"))
     # With a bad config the suite and task slugs are still checked, on a copy of what was given.
     checked = clean if clean is not None else dict(config or {})
     version, suite = _data_of(algorithm, known, dataset_pin, suite, checked, refuse)
