@@ -148,3 +148,34 @@ def is_alive(pid: int) -> bool:
 def alive(pids: Iterable[int]) -> list[int]:
     """The ones of `pids` still running."""
     return [pid for pid in pids if is_alive(pid)]
+
+
+@contextmanager
+def celery_worker(
+    tmp_path: Path,
+    *,
+    queues: str,
+    env: dict[str, str] | None = None,
+    pool: str = "threads",
+    concurrency: int = 2,
+    label: str = "",
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A real Celery worker on `queues`, on this test's database (`env` added to its environment);
+    yields once it answers a ping. Its log is tmp_path/<label>-<id>.log."""
+    import uuid
+
+    from webapp.celery import app
+
+    name = f"{label or queues.split(',')[0]}-{uuid.uuid4().hex[:8]}@localhost"
+    args = [str(BIN / "celery"), "-A", "webapp", "worker", "-Q", queues, "-n", name, "--pool", pool]
+    if pool != "solo":
+        args += ["--concurrency", str(concurrency)]
+    args += ["--without-gossip", "--without-mingle", "-l", "INFO"]
+    with process(
+        args,
+        ready=lambda: bool(app.control.ping(destination=[name], timeout=0.5)),
+        env={**child_db_env(), **(env or {})},
+        log_path=tmp_path / f"{name.split('@')[0]}.log",
+        timeout=90,
+    ) as proc:
+        yield proc

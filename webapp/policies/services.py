@@ -32,6 +32,35 @@ def free_policy_name(base: str) -> str:
     return name
 
 
+def served_twin_create(*, local: PolicyVersion, served_name: str | None = None) -> PolicyVersion:
+    """`<name>-served`: a local policy's full weights on the platform's policy servers, under the model id
+    `served_name` (default: the local policy's name), answering from the prompt the local policy renders
+    (text_only for a text-only model) with the token ids RL trains on. Idempotent: updated if it exists.
+    A server started on those weights under that id serves it (python -m agent_core.serving)."""
+    if local.backend != PolicyVersion.Backend.LOCAL or local.model_dir() is None:
+        raise ValueError(f"policy {local.name} is not a local model")
+    served_name = served_name or local.name
+    vision = (local.model_dir() / "preprocessor_config.json").exists()  # type: ignore[operator]
+    config = {**(local.config or {}), "extra_body": {"return_token_ids": True}}
+    if not vision:
+        config["text_only"] = True
+    path = local.checkpoint.path if local.checkpoint is not None else local.model_name
+    twin, _ = PolicyVersion.objects.update_or_create(
+        name=f"{local.name}-served"[:100],
+        defaults={
+            "backend": PolicyVersion.Backend.OPENAI,
+            "checkpoint": None,
+            "endpoint_url": "",
+            "model_name": served_name,
+            "serving": {"base": served_name, "kind": "base", "path": str(local.model_dir())},
+            "config": config,
+            "is_active": True,
+            "lineage": {"weights_of": local.name, "stored_as": str(path)},
+        },
+    )
+    return twin
+
+
 def policy_server_heartbeat(*, report: Mapping[str, Any]) -> tuple[PolicyServer, list[dict[str, str]]]:
     """Register or refresh a policy server from its heartbeat; returns it and the adapters it should load.
 

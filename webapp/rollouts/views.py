@@ -15,6 +15,7 @@ from webapp.accounts.access import page_requires
 from webapp.catalog.models import Task, TaskSuite
 from webapp.episodes.models import Episode
 from webapp.policies.models import PolicyVersion
+from webapp.policies.selectors import newest_ready
 from webapp.rollouts.launch import batch_seeds, seeds_parse, task_patterns_parse, tasks_matching
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.selectors import batch_progress, batch_task_table, batches_for
@@ -122,9 +123,14 @@ def batch_detail(request: HttpRequest, pk: int) -> HttpResponse:
     _can_see(request)
     batch = get_object_or_404(batches_for(user=request.user), pk=pk)
     progress = batch_progress(batch=batch)
-    episodes = Episode.objects.filter(batch=batch).select_related("task").order_by("-pk")[:100]
+    episodes = (
+        Episode.objects.filter(batch=batch).select_related("task", "policy_version").order_by("-pk")[:100]
+    )
+    follows = bool((batch.config or {}).get("follow_newest"))
     context = {
         "batch": batch,
+        # A batch that follows its policy's line: what a starting episode would run now.
+        "newest_ready": newest_ready(batch.policy_version) if follows else None,
         "progress": progress,
         "tasks": batch_task_table(batch=batch),
         "episodes": episodes,

@@ -109,7 +109,7 @@ METRIC_GROUPS: list[dict[str, Any]] = [
     _group("length", "Response length (tokens)", ["rl/response_len"]),
     _group(
         "is",
-        "Importance weights",
+        "Per-token π_old / π_rollout (trainer vs. the engine that sampled) and truncated share",
         ["rl/is_weight_mean", "rl/is_weight_max", "rl/is_weight_min"],
         ["rl/is_truncated_frac"],
     ),

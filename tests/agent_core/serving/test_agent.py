@@ -5,9 +5,6 @@ The real engine is in test_vllm_real.py."""
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +12,7 @@ import pytest
 
 from agent_core.serving.agent import ServerAgent
 from agent_core.serving.engine import EngineError, EngineSpec, parse_metrics
+from tests.agent_core.serving.webapp_stub import WebApp
 
 
 class FakeEngine:
@@ -70,39 +68,6 @@ class FakeEngine:
 
     def metrics(self) -> dict[str, float]:
         return {"running": 1.0, "waiting": 0.0, "generation_tokens_total": self.generated}
-
-
-class WebApp:
-    """A stand-in web app: records heartbeats, answers with `reply` (or `status`)."""
-
-    def __init__(self) -> None:
-        self.beats: list[dict[str, Any]] = []
-        self.reply: dict[str, Any] = {"server_id": 1, "adapters": []}
-        self.status = 200
-        self.tokens: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.beats.append(body)
-                outer.tokens.append(self.headers.get("Authorization", ""))
-                data = json.dumps(outer.reply).encode()
-                self.send_response(outer.status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

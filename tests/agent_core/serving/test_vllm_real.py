@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import io
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +19,7 @@ from agent_core.env import Obs
 from agent_core.policies import PolicyInput, make_policy
 from agent_core.serving.agent import ServerAgent
 from tests.agent_core.serving.vllm_proc import vllm_engine
+from tests.agent_core.serving.webapp_stub import WebApp
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 pytest.importorskip("transformers")
@@ -106,31 +104,6 @@ def test_the_engine_serves_the_tiny_policy_with_the_prompt_and_logprobs_a_traine
     assert engine.models() == [{"id": "tiny-policy", "kind": "base"}]
 
 
-class WebApp:
-    """Stands in for the web app's heartbeat endpoint: answers with the adapters to serve."""
-
-    def __init__(self, adapters: list[dict[str, str]]) -> None:
-        self.adapters = adapters
-        self.beats: list[dict[str, Any]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                outer.beats.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                data = json.dumps({"server_id": 1, "adapters": outer.adapters}).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 def make_adapter(base: Path, out: Path) -> Path:
     """A LoRA adapter of the base with non-zero weights (so it answers differently), saved by peft."""
     import torch
@@ -193,8 +166,8 @@ def test_an_adapter_the_web_app_names_is_hot_loaded_and_answers(engine, tiny, tm
         assert model_logprobs(tiny, prompt, response, adapter) == pytest.approx(lora_lp, abs=1e-2)
 
         # Retired by the web app: unloaded at the next reply.
-        web.adapters = []
+        web.reply["adapters"] = []
         agent.apply({"adapters": []})
         assert [m["id"] for m in engine.models()] == ["tiny-policy"]
     finally:
-        web.server.shutdown()
+        web.close()

@@ -12,9 +12,6 @@ import io
 import os
 import signal
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,11 +20,10 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from tests.agent_core.serving.vllm_proc import policy_server
-from tests.procs import BIN, child_db_env, process, wait_for
+from tests.procs import celery_worker, wait_for
 from tests.sandbox_workers.hostproc import TOKEN, HostProc
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_load
-from webapp.celery import app
 from webapp.episodes.models import Episode, Step
 from webapp.policies.models import PolicyServer, PolicyVersion
 from webapp.policies.services import servers_mark_offline
@@ -46,13 +42,8 @@ def until(predicate, what: str, timeout: float = 300) -> None:
     assert wait_for(predicate, timeout=timeout, interval=0.3), f"timed out waiting for {what}"
 
 
-@contextmanager
-def rollout_worker(tmp_path: Path) -> Iterator[object]:
-    name = f"rollouts-{uuid.uuid4().hex[:8]}@localhost"
-    args = [str(BIN / "celery"), "-A", "webapp", "worker", "-Q", "rollouts", "-n", name, "--pool", "threads"]
-    args += ["--concurrency", "2", "--without-gossip", "--without-mingle", "-l", "INFO"]
+def rollout_worker(tmp_path: Path):
     env = {
-        **child_db_env(),
         "SANDBOX_HOST_TOKEN": TOKEN,
         "ROLLOUT_HEARTBEAT_SECONDS": "1",
         "ROLLOUT_LEASE_WAIT_SECONDS": "60",
@@ -60,14 +51,7 @@ def rollout_worker(tmp_path: Path) -> Iterator[object]:
         "FLYWHEEL_VAR_DIR": str(settings.VAR_DIR),
         "MEDIA_ROOT": str(settings.MEDIA_ROOT),
     }
-    with process(
-        args,
-        ready=lambda: bool(app.control.ping(destination=[name], timeout=0.5)),
-        env=env,
-        log_path=tmp_path / f"{name.split('@')[0]}.log",
-        timeout=90,
-    ) as proc:
-        yield proc
+    return celery_worker(tmp_path, queues="rollouts", env=env)
 
 
 @pytest.fixture

@@ -124,3 +124,18 @@ def test_a_server_that_comes_up_while_the_episode_waits_is_used(line, suite, per
     policy, observation = rollout_policy(episode)
     assert len(sleeps) == 1
     assert policy.base_urls == ("http://s1.internal:8200/v1",) and policy.model == "tiny"  # type: ignore[attr-defined]
+
+
+def test_the_batch_page_shows_each_episodes_version_and_what_a_following_batch_runs_now(
+    line, suite, personas, enqueued, client
+):
+    base, v1, _ = line
+    server("s1", models=["tiny", "tiny-v1"])
+    follows = batch_create(
+        suite=suite, policy_version=base, episodes_per_task=1, concurrency=1, created_by=personas.researcher,
+        follow_newest=True,
+    )  # fmt: skip
+    client.force_login(personas.researcher)
+    page = client.get(f"/rollouts/{follows.pk}/").content.decode()
+    assert 'data-testid="newest-ready">tiny-v1<' in page
+    assert 'data-testid="episode-policy">tiny-served<' in page  # not started yet: still the base

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,11 +16,10 @@ from django.core.files.storage import default_storage
 from django.test import override_settings
 
 from agent_core.suites.miniwob import task_doc
-from tests.procs import BIN, child_db_env, process, wait_for
+from tests.procs import celery_worker, wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_get_or_create, suite_load, task_create
-from webapp.celery import app
 from webapp.episodes.models import Episode, Step
 from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch
@@ -53,25 +49,9 @@ def until(predicate, what: str, timeout: float = 240) -> None:
     assert wait_for(predicate, timeout=timeout, interval=0.3), f"timed out waiting for {what}"
 
 
-@contextmanager
-def rollout_worker(tmp_path: Path, *, concurrency: int = 2) -> Iterator[object]:
-    name = f"rollouts-{uuid.uuid4().hex[:8]}@localhost"
-    args = [str(BIN / "celery"), "-A", "webapp", "worker", "-Q", "rollouts", "-n", name, "--pool", "threads"]
-    args += ["--concurrency", str(concurrency), "--without-gossip", "--without-mingle", "-l", "INFO"]
-    env = {
-        **child_db_env(),
-        "SANDBOX_HOST_TOKEN": TOKEN,
-        "ROLLOUT_HEARTBEAT_SECONDS": "1",
-        "ROLLOUT_LEASE_WAIT_SECONDS": "60",
-    }
-    with process(
-        args,
-        ready=lambda: bool(app.control.ping(destination=[name], timeout=0.5)),
-        env=env,
-        log_path=tmp_path / f"{name.split('@')[0]}.log",
-        timeout=90,
-    ) as proc:
-        yield proc
+def rollout_worker(tmp_path: Path, *, concurrency: int = 2):
+    env = {"SANDBOX_HOST_TOKEN": TOKEN, "ROLLOUT_HEARTBEAT_SECONDS": "1", "ROLLOUT_LEASE_WAIT_SECONDS": "60"}
+    return celery_worker(tmp_path, queues="rollouts", env=env, concurrency=concurrency)
 
 
 @pytest.fixture

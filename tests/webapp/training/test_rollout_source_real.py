@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,11 +21,10 @@ from django.test import override_settings
 
 from agent_core.rl.episodes import RLEpisode
 from agent_core.training.config import validate_config
-from tests.procs import BIN, child_db_env, process, wait_for
+from tests.procs import celery_worker, wait_for
 from tests.sandbox_workers.hostproc import TOKEN, HostProc
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_load
-from webapp.celery import app
 from webapp.episodes.models import Episode, Step
 from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch
@@ -46,28 +42,16 @@ def until(predicate, what: str, timeout: float = 240) -> None:
     assert wait_for(predicate, timeout=timeout, interval=0.3), f"timed out waiting for {what}"
 
 
-@contextmanager
-def rollout_worker(tmp_path: Path) -> Iterator[object]:
+def rollout_worker(tmp_path: Path):
     """A rollout worker that resolves model directories and media where this test process does."""
-    name = f"rollouts-{uuid.uuid4().hex[:8]}@localhost"
-    args = [str(BIN / "celery"), "-A", "webapp", "worker", "-Q", "rollouts", "-n", name, "--pool", "threads"]
-    args += ["--concurrency", "2", "--without-gossip", "--without-mingle", "-l", "INFO"]
     env = {
-        **child_db_env(),
         "SANDBOX_HOST_TOKEN": TOKEN,
         "ROLLOUT_HEARTBEAT_SECONDS": "1",
         "ROLLOUT_LEASE_WAIT_SECONDS": "60",
         "FLYWHEEL_VAR_DIR": str(settings.VAR_DIR),
         "MEDIA_ROOT": str(settings.MEDIA_ROOT),
     }
-    with process(
-        args,
-        ready=lambda: bool(app.control.ping(destination=[name], timeout=0.5)),
-        env=env,
-        log_path=tmp_path / f"{name.split('@')[0]}.log",
-        timeout=90,
-    ) as proc:
-        yield proc
+    return celery_worker(tmp_path, queues="rollouts", env=env)
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from django.utils.text import slugify
 from webapp.catalog.models import Task
 from webapp.episodes.models import Episode
 from webapp.policies.models import PolicyVersion
+from webapp.policies.services import served_twin_create
 
 RECORDED_INSTRUCTIONS = 5000
 
@@ -98,27 +99,5 @@ class Command(BaseCommand):
 
     def _register_served(self, name: str, local: PolicyVersion) -> None:
         """`<name>-served`: the local policy's weights on the policy servers, under the model id `name`."""
-        config = {
-            **{k: v for k, v in (local.config or {}).items()},
-            # A text-only model: the engine gets the prompt the in-process policy renders, and returns
-            # the token ids RL trains on.
-            "text_only": True,
-            "extra_body": {"return_token_ids": True},
-        }
-        served, created = PolicyVersion.objects.update_or_create(
-            name=f"{name}-served",
-            defaults={
-                "backend": PolicyVersion.Backend.OPENAI,
-                "checkpoint": None,
-                "endpoint_url": "",
-                "model_name": name,
-                "serving": {"base": name, "kind": "base", "path": local.model_name},
-                "config": config,
-                "is_active": True,
-                "lineage": {"built_by": "tiny_policy", "weights_of": name},
-            },
-        )
-        self.stdout.write(
-            f"policy {served.name} {'registered' if created else 'updated'}: "
-            f"model {name} on the policy servers"
-        )
+        served = served_twin_create(local=local, served_name=name)
+        self.stdout.write(f"policy {served.name} registered: model {name} on the policy servers")
