@@ -35,6 +35,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kv-cache-gib", type=int, default=1, help="KV cache of the CPU build, in GiB")
     p.add_argument("--max-loras", type=int, default=4)
     p.add_argument("--max-lora-rank", type=int, default=64)
+    p.add_argument("--cpu-cores", default="", help='CPU build: the cores of this engine ("1", "2-5")')
     p.add_argument("--no-lora", action="store_true", help="serve the base only (no adapters)")
     p.add_argument("--engine-label", default="vllm", help="what the page shows as the engine")
     p.add_argument("vllm_args", nargs="*", help="more vLLM arguments, after --")
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         max_lora_rank=args.max_lora_rank,
         max_loras=args.max_loras,
         kv_cache_gib=args.kv_cache_gib,
+        cpu_cores=args.cpu_cores,
         extra_args=tuple(args.vllm_args),
     )
     agent = ServerAgent(

@@ -214,7 +214,8 @@ class ServerAgent:
         if Path(path) == Path(spec.model) and served_name == spec.served_name:
             return
         log.info("restarting on %s (%s) in place of %s", served_name, path, spec.served_name)
-        self.engine.stop()
+        # Not the full grace: a request in flight holds a stopping vLLM's server open; it fails over.
+        self.engine.stop(timeout_s=5.0)
         self.engine.spec = replace(spec, model=Path(path), served_name=served_name)
         self.state = "restarting"
         self._last_counters = None

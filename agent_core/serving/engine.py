@@ -58,6 +58,9 @@ class EngineSpec:
     max_loras: int = 4
     kv_cache_gib: int = 1
     dtype: str = "auto"
+    cpu_cores: str = ""
+    """The CPU build's cores for this engine (VLLM_CPU_OMP_THREADS_BIND, e.g. "1" or "2-5"); by default each
+    engine binds itself to the first core, so two engines on one machine share it."""
     extra_args: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -110,6 +113,8 @@ class EngineSpec:
                 "TRANSFORMERS_OFFLINE": "1",
             }
         )
+        if self.cpu_cores:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_cores
         env.update(self.env)
         return env
 

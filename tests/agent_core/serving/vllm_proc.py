@@ -45,6 +45,7 @@ def policy_server(
     token: str,
     log_dir: Path,
     interval: float = 1.0,
+    cpu_cores: str = "",
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A whole policy server, as docker-compose and make run start one: the serving agent, run by vLLM's
     own python, starting its engine and heartbeating into `web_url`; yields once the engine listens."""
@@ -60,6 +61,8 @@ def policy_server(
         "--log-file",
         str(log_dir / f"{name}-engine.log"),
     ]
+    if cpu_cores:
+        args += ["--cpu-cores", cpu_cores]
     env = {**os.environ, "POLICY_SERVER_TOKEN": token}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     with process(args, ready=port_open(port), env=env, log_path=log_dir / f"{name}.log", timeout=300) as proc:
