@@ -74,6 +74,11 @@ STATES: dict[str, dict[str, str | None]] = {
         "draining": None,  # set by an admin (Django admin): no new leases go to it
         "offline": "webapp.sandboxes.services.hosts_mark_offline",
     },
+    "policies.PolicyServer": {  # the server's own state, mirrored by each heartbeat
+        "starting": "webapp.policies.services.policy_server_heartbeat",  # and rolling.weights_grant
+        "online": "webapp.policies.services.policy_server_heartbeat",
+        "offline": "webapp.policies.services.servers_mark_offline",
+    },
     "sandboxes.Sandbox": {  # the host's own state, mirrored by each heartbeat
         "starting": "webapp.sandboxes.services.host_heartbeat",
         "idle": "webapp.sandboxes.services.host_heartbeat",

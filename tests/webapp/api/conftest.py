@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.test import Client
 from django.utils import timezone
@@ -70,8 +72,12 @@ def world(personas: Personas) -> World:
         created_by=personas.admin,
         started_at=timezone.now(),
     )
-    Checkpoint.objects.create(run=run, step=200, path="/ckpt/200")
-    first = Checkpoint.objects.create(run=run, step=100, path="/ckpt/100", metrics={"loss": 0.5})
+    # Checkpoint directories on disk (relative to the var dir): promotion checks they are still there.
+    for step in (100, 200):
+        (Path(settings.VAR_DIR) / "ckpt" / str(step)).mkdir(parents=True, exist_ok=True)
+        (Path(settings.VAR_DIR) / "ckpt" / str(step) / "config.json").write_text("{}")
+    Checkpoint.objects.create(run=run, step=200, path="ckpt/200")
+    first = Checkpoint.objects.create(run=run, step=100, path="ckpt/100", metrics={"loss": 0.5})
     PolicyVersion.objects.create(name="sft-r1-100", backend="local", checkpoint=first)
     for step, value in [(30, 0.3), (10, 0.9), (20, 0.5)]:
         MetricPoint.objects.create(run=run, name="train/loss", step=step, value=value)

@@ -74,8 +74,8 @@ def test_training_run_detail_has_checkpoints_in_step_order_and_metric_names(rese
     body = send(researcher, "GET", f"/training-runs/{world.run.pk}").json()
     assert body["config"] == {"lr": 1e-5}
     assert [(c["step"], c["path"], c["policy"]) for c in body["checkpoints"]] == [
-        (100, "/ckpt/100", "sft-r1-100"),
-        (200, "/ckpt/200", None),
+        (100, "ckpt/100", "sft-r1-100"),
+        (200, "ckpt/200", None),
     ]
     assert body["metrics"] == ["lr", "train/loss"]
 
