@@ -54,6 +54,7 @@ def _token(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per heartbeat request says nothing
     spec = EngineSpec(
         model=args.model.resolve(),
         served_name=args.served_name,
