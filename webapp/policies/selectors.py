@@ -58,6 +58,14 @@ def newest_ready(version: PolicyVersion) -> PolicyVersion:
     return version
 
 
+def var_stored(path: Path | str) -> str:
+    """How a version records a directory: relative to the var dir when it lies inside it (every process
+    resolves it with var_path), else absolute. The inverse of var_path."""
+    resolved = Path(path).resolve()
+    var = Path(settings.VAR_DIR).resolve()
+    return str(resolved.relative_to(var)) if resolved.is_relative_to(var) else str(resolved)
+
+
 def var_path(raw: str) -> str:
     """A path as written on a version: absolute, or relative to the var dir every process shares."""
     path = Path(raw)

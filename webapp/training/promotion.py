@@ -14,13 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from webapp.policies.models import PolicyVersion
-from webapp.policies.selectors import line_of
+from webapp.policies.selectors import line_of, var_stored
 from webapp.policies.services import free_policy_name
 from webapp.training.hooks import log_append
 from webapp.training.model_dirs import adapter_lineage, checkpoint_problem
@@ -31,8 +30,7 @@ from webapp.training.services import TrainingRunError
 def _served_fields(base: PolicyVersion, name: str, path: Path) -> dict[str, Any]:
     """A checkpoint of a run on a served policy stays served: an adapter is hot-loaded by the servers of
     the base's weights; full weights become a base of their own, rolled onto the line's servers."""
-    var = Path(settings.VAR_DIR).resolve()
-    stored = str(path.relative_to(var)) if path.resolve().is_relative_to(var) else str(path)
+    stored = var_stored(path)
     lora = adapter_lineage(path).get("lora_adapter", False)
     base_id = str((base.serving or {}).get("base") or base.served_model_id())
     return {

@@ -28,7 +28,7 @@ from agent_core.rl.episodes import RLEpisode
 from webapp.catalog.models import Task, TaskSuite
 from webapp.episodes.models import Episode, Source, Step
 from webapp.policies.models import PolicyVersion
-from webapp.policies.selectors import version_ready
+from webapp.policies.selectors import var_stored, version_ready
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.services import batch_advance, batch_cancel
 from webapp.training.data import rl_episode_of
@@ -132,9 +132,7 @@ class DBRolloutSource:
                 "max_new_tokens": int(self.config.get("max_new_tokens", 64)),
             }
         )
-        path = Path(model_dir).resolve()
-        var = Path(settings.VAR_DIR).resolve()
-        stored = str(path.relative_to(var)) if path.is_relative_to(var) else str(path)
+        stored = var_stored(model_dir)
         lineage = {
             "training_run": self.run.pk,
             "version": version,
