@@ -5,7 +5,6 @@ var/e2e-screenshots/."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +14,8 @@ from playwright.sync_api import Page, expect
 from tests.conftest import Personas
 from tests.e2e.conftest import OpenAs
 from tests.factories import make_task
-from tests.procs import BIN, child_db_env, process
+from tests.procs import celery_worker
 from tests.webapp.datasets.conftest import GOOD, build_episode
-from webapp.celery import app
 from webapp.datasets.models import Dataset, DatasetVersion
 from webapp.datasets.services import dataset_version_create
 from webapp.policies.models import PolicyVersion
@@ -36,17 +34,8 @@ RUN_TIMEOUT_MS = 300_000
 @pytest.fixture
 def training_worker(transactional_db: None, tmp_path: Path) -> Iterator[None]:
     """A Celery worker on queue `training` (the server and it share the var dir and the database)."""
-    name = f"e2e-training-{uuid.uuid4().hex[:6]}@localhost"
-    args = [str(BIN / "celery"), "-A", "webapp", "worker", "-Q", "training", "-n", name, "--pool", "solo"]
-    args += ["--without-gossip", "--without-mingle", "-l", "INFO"]
-    env = {**child_db_env(), "OMP_NUM_THREADS": "1"}
-    with process(
-        args,
-        ready=lambda: bool(app.control.ping(destination=[name], timeout=0.5)),
-        env=env,
-        log_path=tmp_path / "training-worker.log",
-        timeout=90,
-    ):
+    env = {"OMP_NUM_THREADS": "1"}
+    with celery_worker(tmp_path, queues="training", pool="solo", label="e2e-training", env=env):
         yield
 
 

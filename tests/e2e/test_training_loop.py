@@ -12,7 +12,6 @@ three batches are printed. Screenshots go to var/e2e-screenshots/.
 from __future__ import annotations
 
 import io
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,11 +25,10 @@ from playwright.sync_api import Browser, Page, expect
 from tests.conftest import Personas
 from tests.e2e.platform import site_with_host
 from tests.e2e.test_flywheel import page_as, until
-from tests.procs import BIN, child_db_env, process
+from tests.procs import celery_worker
 from tests.sandbox_workers.hostproc import TOKEN
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_get_or_create, suite_load
-from webapp.celery import app
 from webapp.datasets.models import DatasetVersion, FlywheelIteration
 from webapp.episodes.models import Episode
 from webapp.policies.models import PolicyVersion
@@ -64,9 +62,6 @@ def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
         "ROLLOUT_LEASE_WAIT_SECONDS": "90",
         "OMP_NUM_THREADS": "1",
     }
-    name = f"e2e-loop-training-{uuid.uuid4().hex[:6]}@localhost"
-    trainer = [str(BIN / "celery"), "-A", "webapp", "worker", "-Q", "training", "-n", name, "--pool", "solo"]
-    trainer += ["--without-gossip", "--without-mingle", "-l", "INFO"]
     with (
         override_settings(SANDBOX_HOST_TOKEN=TOKEN),
         site_with_host(
@@ -79,12 +74,12 @@ def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
             env=shared,
             ready=lambda host: Sandbox.objects.filter(state="idle", profile="browser").count() >= 2,
         ) as (url, _),
-        process(
-            trainer,
-            ready=lambda: bool(app.control.ping(destination=[name], timeout=0.5)),
-            env={**child_db_env(), "SANDBOX_HOST_TOKEN": TOKEN, **shared},
-            log_path=tmp_path / "training-worker.log",
-            timeout=90,
+        celery_worker(
+            tmp_path,
+            queues="training",
+            pool="solo",
+            label="e2e-loop-training",
+            env={"SANDBOX_HOST_TOKEN": TOKEN, **shared},
         ),
     ):
         yield url

@@ -16,7 +16,6 @@ import os
 import signal
 import statistics
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,11 +26,10 @@ from django.test import override_settings
 
 from tests.agent_core.serving.vllm_proc import policy_server
 from tests.e2e.platform import site_with_host
-from tests.procs import BIN, child_db_env, process, wait_for
+from tests.procs import celery_worker, wait_for
 from tests.sandbox_workers.hostproc import TOKEN
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_get_or_create, suite_load
-from webapp.celery import app
 from webapp.datasets.rounds import flywheel_round_close
 from webapp.episodes.models import Episode, Step
 from webapp.policies.models import PolicyServer, PolicyVersion
@@ -70,9 +68,6 @@ def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
         "POLICY_SERVER_GRACE_S": "10",
         "OMP_NUM_THREADS": "1",
     }
-    name = f"served-training-{uuid.uuid4().hex[:6]}@localhost"
-    trainer = [str(BIN / "celery"), "-A", "webapp", "worker", "-Q", "training", "-n", name, "--pool", "solo"]
-    trainer += ["--without-gossip", "--without-mingle", "-l", "INFO"]
     with (
         override_settings(SANDBOX_HOST_TOKEN=TOKEN, POLICY_SERVER_GRACE_S=10),
         site_with_host(
@@ -85,12 +80,12 @@ def platform(transactional_db: None, tmp_path: Path) -> Iterator[str]:
             env=shared,
             ready=lambda host: Sandbox.objects.filter(state="idle", profile="browser").count() >= 2,
         ) as (url, _),
-        process(
-            trainer,
-            ready=lambda: bool(app.control.ping(destination=[name], timeout=0.5)),
-            env={**child_db_env(), "SANDBOX_HOST_TOKEN": TOKEN, **shared},
-            log_path=tmp_path / "training-worker.log",
-            timeout=90,
+        celery_worker(
+            tmp_path,
+            queues="training",
+            pool="solo",
+            label="served-training",
+            env={"SANDBOX_HOST_TOKEN": TOKEN, **shared},
         ),
     ):
         yield url
