@@ -8,6 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from webapp.catalog.models import Task
 from webapp.catalog.services import task_create
+from webapp.common.live import broadcast_flush
 from webapp.episodes.models import Episode
 from webapp.episodes.services import episode_create, episode_finish, episode_start, step_record
 
@@ -63,4 +64,7 @@ def make_episode(
     if finish:
         episode_finish(episode=episode, reward=reward)
     episode.refresh_from_db()
+    # Its live events are sent by a background thread: without this, a socket a test opens next can
+    # receive this episode's own "running" status in place of the reply the test waits for.
+    broadcast_flush()
     return episode
