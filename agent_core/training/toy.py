@@ -135,54 +135,7 @@ class ToySource:
 
     def episode(self, task_id: str, seed: int, max_steps: int) -> Any:
         """One episode of the current policy on the page of (task_id, seed)."""
-        from agent_core.memory import build_messages
-        from agent_core.policies.base import PolicyInput
-
-        page = ToyPage(task_id, seed)
-        obs = Obs(self._png, *SCREEN, a11y=page.a11y())
-        steps: list[StepRecord] = []
-        reward = 0.0
-        for i in range(max_steps):
-            messages = build_messages(
-                system=SYSTEM, instruction=page.instruction, observation=obs, history=steps, images=3
-            )
-            out = self._policy.act(
-                PolicyInput(page.instruction, obs, i, tuple(steps), messages=messages, screen=SCREEN)
-            )
-            try:
-                parsed = parse_output(
-                    out.text, fmt="uitars", screen=SCREEN, coords="absolute", platform="browser"
-                )
-                action = parsed.actions[0] if parsed.actions else None
-                reason = "" if action else "the response holds no action"
-            except ActionParseError as exc:
-                action, reason = None, exc.reason or str(exc)
-            steps.append(
-                StepRecord(
-                    index=i,
-                    observation=obs,
-                    thought=parsed.thought if action else "",
-                    action=action,
-                    action_text=parsed.action_texts[0] if action else "",
-                    raw_output=out.text,
-                    invalid_reason=reason,
-                    token_ids=out.token_ids,
-                    logprobs=out.logprobs,
-                )
-            )
-            if page.hit(action):
-                reward = 1.0
-                break
-        return rl_episode(
-            task_id,
-            seed,
-            reward,
-            page.instruction,
-            "browser",
-            steps,
-            policy_version=self._version,
-            episode_id=f"{task_id}:{seed}",
-        )
+        return toy_episode(self._policy, task_id, seed, max_steps, version=self._version, png=self._png)
 
     def utilisation(self) -> float | None:
         now = time.monotonic()
@@ -194,3 +147,65 @@ class ToySource:
         self._queue.clear()
         if self._policy is not None:
             self._policy.close()
+
+
+def toy_episode(
+    policy: Any, task_id: str, seed: int, max_steps: int, *, version: int = -1, png: bytes | None = None
+) -> Any:
+    """One episode of `policy` on the page of (task_id, seed): an RLEpisode, reward 1 on a hit.
+
+    A miss lets the policy try again with the history in the prompt, as the agent loop does."""
+    from agent_core.memory import build_messages
+    from agent_core.policies.base import PolicyInput
+
+    page = ToyPage(task_id, seed)
+    obs = Obs(png or _png(*SCREEN), *SCREEN, a11y=page.a11y())
+    steps: list[StepRecord] = []
+    reward = 0.0
+    for i in range(max_steps):
+        messages = build_messages(
+            system=SYSTEM, instruction=page.instruction, observation=obs, history=steps, images=3
+        )
+        out = policy.act(
+            PolicyInput(page.instruction, obs, i, tuple(steps), messages=messages, screen=SCREEN)
+        )
+        thought, action_text = out.thought, ""
+        if out.actions:  # a structured policy (the random baseline)
+            action, reason = out.actions[0], ""
+        else:
+            try:
+                parsed = parse_output(
+                    out.text, fmt="uitars", screen=SCREEN, coords="absolute", platform="browser"
+                )
+                action = parsed.actions[0] if parsed.actions else None
+                reason = "" if action else "the response holds no action"
+                if action:
+                    thought, action_text = parsed.thought, parsed.action_texts[0]
+            except ActionParseError as exc:
+                action, reason = None, exc.reason or str(exc)
+        steps.append(
+            StepRecord(
+                index=i,
+                observation=obs,
+                thought=thought if action else "",
+                action=action,
+                action_text=action_text,
+                raw_output=out.text,
+                invalid_reason=reason,
+                token_ids=out.token_ids,
+                logprobs=out.logprobs,
+            )
+        )
+        if page.hit(action):
+            reward = 1.0
+            break
+    return rl_episode(
+        task_id,
+        seed,
+        reward,
+        page.instruction,
+        "browser",
+        steps,
+        policy_version=version,
+        episode_id=f"{task_id}:{seed}",
+    )
