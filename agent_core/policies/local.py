@@ -6,9 +6,16 @@ other is loaded with `AutoTokenizer` + `AutoModelForCausalLM` and sees each imag
 text, "[screenshot WxH]" (plus the accessibility text, where the observation has one and the prompt
 does not already carry it). A LoRA adapter directory (adapter_config.json naming its base model
 directory) is loaded on its base and merged into it for inference. The prompt is rendered with the
-checkpoint's chat template; a tokenizer without one gets PLAIN_TEMPLATE. Logprobs are those of the
-raw model distribution (before temperature), like vLLM's default, so RL code sees the same quantity
-from either.
+checkpoint's chat template; a tokenizer without one gets PLAIN_TEMPLATE.
+
+Sampling (temperature > 0) draws each token from softmax(logits / temperature) renormalised over the
+top-p nucleus (agent_core.training.sampling), with the policy's own torch.Generator: seeded once from
+`seed` when the policy is made, so one policy's successive samples differ and a policy made again
+with the same seed draws the same sequence (no seed: a fresh random one). The logprobs it records
+are those of that distribution, the one the token was drawn from, as the RL trainer scores them and
+as vLLM returns them with `--logprobs-mode processed_logprobs`. Greedy decoding records the raw
+distribution's. Processors a checkpoint's generation config would add on top (a repetition penalty)
+are off while sampling: the trainer could not reproduce them.
 
 torch and transformers are imported on first use only.
 """
@@ -30,6 +37,7 @@ from typing import Any
 
 from agent_core.policies.base import Policy, PolicyError, PolicyInput, PolicyOutput, register_policy
 from agent_core.training.checkpoints import AdapterError, adapter_base
+from agent_core.training.sampling import check_sampling, sampling_logprobs
 
 PLAIN_TEMPLATE = "{role}: {content}\n\n"
 """Used when the tokenizer has no chat template: each message as `Role: text` and a blank line, then
@@ -219,6 +227,11 @@ class LocalPolicy(Policy):
             raise PolicyError(f"local policy: {exc}") from None
         if dtype not in _DTYPES:
             raise PolicyError(f"local policy: dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        if temperature > 0:
+            try:
+                check_sampling(temperature, top_p)
+            except ValueError as exc:
+                raise PolicyError(f"local policy: {exc}") from None
         self.device = device
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
@@ -231,6 +244,8 @@ class LocalPolicy(Policy):
         self._model: Any = None
         self._processor: Any = None
         self._tokenizer: Any = None
+        self._generator: Any = None
+        """Draws every sampled token (made on first load; kept when the model is closed and loaded again)."""
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -268,6 +283,13 @@ class LocalPolicy(Policy):
                     f"local policy: cannot load {self.model_path}: {type(exc).__name__}: {exc}"
                 ) from None
             self._processor, self._tokenizer, self._model = processor, tokenizer, model
+            if self._generator is None:
+                generator = torch.Generator(device=self.device)
+                if self.seed is None:
+                    generator.seed()
+                else:
+                    generator.manual_seed(int(self.seed))
+                self._generator = generator
 
     def _encode(self, inp: PolicyInput) -> Any:
         """The model inputs (a BatchEncoding of tensors) for the prompt."""
@@ -287,16 +309,13 @@ class LocalPolicy(Policy):
         try:
             enc = self._encode(inp).to(self.device)
             prompt_len = int(enc["input_ids"].shape[1])
+            draw = _Draw(self._generator, self.temperature, self.top_p) if self.temperature > 0 else None
+            # Greedy over the draw's one-hot scores takes the drawn token; generate's own sampling
+            # (the global RNG, its own warpers) never runs.
             sampling: dict[str, Any] = {"do_sample": False}
-            if self.temperature > 0:
-                sampling = {
-                    "do_sample": True,
-                    "temperature": self.temperature,
-                    "top_p": self.top_p,
-                    "top_k": 0,
-                }
-                if self.seed is not None:
-                    torch.manual_seed(self.seed)
+            if draw is not None:
+                processors = _lazy("transformers").LogitsProcessorList([draw])
+                sampling.update(logits_processor=processors, repetition_penalty=1.0)
             pad = self._tokenizer.pad_token_id
             with self._lock, torch.no_grad():
                 out = self._model.generate(
@@ -309,11 +328,13 @@ class LocalPolicy(Policy):
                 )
             generated = out.sequences[0, prompt_len:]
             token_ids = tuple(int(t) for t in generated.tolist())
-            # Raw logits per step -> log-softmax at the chosen token (vLLM's default "raw" logprobs).
-            logprobs = tuple(
-                float(torch.log_softmax(step[0].float(), dim=-1)[tok])
-                for step, tok in zip(out.logits, token_ids, strict=True)
-            )
+            if draw is not None:
+                logprobs = tuple(draw.logprobs[: len(token_ids)])
+            else:  # greedy: the raw distribution's (vLLM's too)
+                logprobs = tuple(
+                    float(torch.log_softmax(step[0].float(), dim=-1)[tok])
+                    for step, tok in zip(out.logits, token_ids, strict=True)
+                )
             text = self._tokenizer.decode(list(token_ids), skip_special_tokens=True)
             prompt_ids = tuple(int(t) for t in enc["input_ids"][0].tolist())
         except PolicyError:
@@ -346,6 +367,24 @@ class LocalPolicy(Policy):
             torch = _lazy("torch")
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
+
+
+class _Draw:
+    """A logits processor that draws the next token itself, from the sampling distribution and with
+    the policy's generator, records its log-probability there, and leaves only that token possible."""
+
+    def __init__(self, generator: Any, temperature: float, top_p: float) -> None:
+        self.generator = generator
+        self.temperature = temperature
+        self.top_p = top_p
+        self.logprobs: list[float] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        torch = _lazy("torch")
+        logp, _ = sampling_logprobs(scores, temperature=self.temperature, top_p=self.top_p)
+        token = torch.multinomial(logp.exp(), 1, generator=self.generator)  # [batch, 1]
+        self.logprobs.append(float(logp[0, token[0, 0]]))
+        return torch.full_like(scores, float("-inf")).scatter_(-1, token, 0.0)
 
 
 def _eos_ids(model: Any) -> set[int]:

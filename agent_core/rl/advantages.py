@@ -61,15 +61,22 @@ def gae(rewards: Any, values: Any, *, gamma: float, lam: float) -> tuple[Any, An
     return adv, returns.to(rewards.device)
 
 
-def adaptive_lambda(length: int, alpha: float) -> float:
-    """Length-adaptive GAE lambda (VAPO, UI-TARS-2): 1 - 1/(alpha * length), clamped to [0, 1)."""
+def adaptive_lambda(length: int, alpha: float, *, floor: float = 0.0) -> float:
+    """Length-adaptive GAE lambda (VAPO, UI-TARS-2): max(floor, 1 - 1/(alpha * length)), below 1.
+
+    alpha (VAPO's 0.05) is tuned for sequences of thousands of tokens, where the formula lifts lambda
+    towards 1 as the sequence grows. On a short one it falls to 0 (20 tokens at 0.05), and lambda 0
+    leaves a token only its own TD error: the outcome reward reaches the earlier tokens, such as an
+    action's coordinates, only through the critic. `floor` keeps short sequences near Monte-Carlo."""
     if alpha <= 0:
         raise ValueError(f"alpha must be positive, got {alpha}")
+    if not 0.0 <= floor < 1.0:
+        raise ValueError(f"floor must be in [0, 1), got {floor}")
     scaled = alpha * length
-    # Below 1 the formula goes negative (and length 0 would divide by zero): short answers get lambda 0.
+    # Below 1 the formula goes negative (and length 0 would divide by zero): the floor holds there.
     if scaled <= 1.0:
-        return 0.0
-    return min(1.0 - 1.0 / scaled, math.nextafter(1.0, 0.0))
+        return floor
+    return max(floor, min(1.0 - 1.0 / scaled, math.nextafter(1.0, 0.0)))
 
 
 def decoupled_gae(

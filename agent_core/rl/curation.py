@@ -1,9 +1,9 @@
 """DART's data curation for step-level GRPO: what to roll out, what to keep, what to train on.
 
 Pure Python (no torch): the per-task rollout count and step cap follow the task's recent success
-(`Curator`), past successes are injected into groups where every rollout failed (`ExperiencePool`),
-only the highest-entropy steps are trained on (`top_entropy_mask`) and only trajectories from recent
-policies are used (`latest_k`, `within_lag`).
+(`Curator`), a recent success of a task instance is injected into that instance's groups where every
+rollout failed (`ExperiencePool`), only the highest-entropy steps are trained on (`top_entropy_mask`)
+and only trajectories from recent policies are used (`latest_k`, `within_lag`).
 
 Policy versions are the indices the trainer publishes, 0, 1, 2, … in publish order, so the lag of an
 episode is `current - version`, counted in published versions.
@@ -90,25 +90,55 @@ class Curator:
 
 
 class ExperiencePool:
-    """The newest `capacity_per_task` successes of each task, for groups where every rollout failed."""
+    """Past successes of each task instance (task and seed), for that instance's groups where every
+    rollout failed.
 
-    def __init__(self, capacity_per_task: int) -> None:
-        if capacity_per_task < 0:
-            raise ValueError(f"capacity_per_task must be >= 0, got {capacity_per_task}")
-        self.capacity_per_task = capacity_per_task
-        self._episodes: dict[str, deque[Any]] = {}
+    A success is injected only into a group of its own instance (a success on another seed solved
+    another problem: comparing the group with it says nothing of these rollouts) and only while its
+    policy is at most `max_age` published versions behind the trainer's (`advance`); older ones are
+    forgotten. Each instance keeps its newest `capacity` successes."""
+
+    def __init__(self, capacity: int, *, max_age: int) -> None:
+        if capacity < 0 or max_age < 0:
+            raise ValueError(f"capacity and max_age must be >= 0, got {capacity} and {max_age}")
+        self.capacity = capacity
+        self.max_age = max_age
+        self.version = 0
+        self._episodes: dict[tuple[str, int], deque[Any]] = {}
+
+    def advance(self, version: int) -> None:
+        """The trainer's policy is now `version`: forget successes more than max_age versions behind."""
+        self.version = version
+        for key, eps in list(self._episodes.items()):
+            kept = [ep for ep in eps if self._young(ep)]
+            if kept:
+                self._episodes[key] = deque(kept, maxlen=self.capacity)
+            else:
+                del self._episodes[key]
+
+    def _young(self, episode: Any) -> bool:
+        return self.version - int(episode.policy_version) <= self.max_age
 
     def add(self, episode: Any) -> None:
-        """Keep `episode` if it succeeded (episodes injected from the pool are already in it)."""
-        if not episode.success or getattr(episode, "injected", False) or self.capacity_per_task == 0:
+        """Keep `episode` if it succeeded with turns to learn from, and is young enough (episodes
+        injected from the pool are already in it)."""
+        if (
+            not episode.success
+            or not episode.turns
+            or getattr(episode, "injected", False)
+            or self.capacity == 0
+            or not self._young(episode)
+        ):
             return
-        self._episodes.setdefault(episode.task_id, deque(maxlen=self.capacity_per_task)).append(episode)
+        key = (episode.task_id, episode.seed)
+        self._episodes.setdefault(key, deque(maxlen=self.capacity)).append(episode)
 
     def inject(self, group: list[Any]) -> tuple[list[Any], bool]:
-        """If every rollout of the group failed and the task has a pooled success, it replaces the last."""
+        """If every rollout of the group failed and its instance has a young enough pooled success, that
+        success replaces the group's last rollout."""
         if not group or any(ep.success for ep in group):
             return group, False
-        pooled = self._episodes.get(group[0].task_id)
+        pooled = [ep for ep in self._episodes.get((group[0].task_id, group[0].seed), ()) if self._young(ep)]
         if not pooled:
             return group, False
         return [*group[:-1], dataclasses.replace(pooled[-1], injected=True)], True
@@ -117,22 +147,19 @@ class ExperiencePool:
         return sum(len(eps) for eps in self._episodes.values())
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON-able state (for checkpoints): the pooled episodes as plain dicts."""
-        return {
-            "capacity_per_task": self.capacity_per_task,
-            "episodes": {
-                task: [dataclasses.asdict(ep) for ep in eps] for task, eps in self._episodes.items()
-            },
-        }
+        """JSON-able state (for checkpoints): the pooled episodes as plain dicts, by task."""
+        episodes: dict[str, list[dict[str, Any]]] = {}
+        for (task, _), eps in self._episodes.items():
+            episodes.setdefault(task, []).extend(dataclasses.asdict(ep) for ep in eps)
+        return {"capacity": self.capacity, "episodes": episodes}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned, rebuilding RLEpisode / RLTurn objects."""
+        """Restore what `state_dict` returned, rebuilding RLEpisode / RLTurn objects (each under its
+        instance, so an older checkpoint's pool, kept by task, loads too)."""
         self._episodes = {}
-        for task, eps in state["episodes"].items():
-            if self.capacity_per_task > 0:
-                self._episodes[task] = deque(
-                    (_episode_from_dict(d) for d in eps), maxlen=self.capacity_per_task
-                )
+        for eps in state["episodes"].values():
+            for data in eps:
+                self.add(_episode_from_dict(data))
 
 
 def _episode_from_dict(data: dict[str, Any]) -> RLEpisode:

@@ -2,12 +2,14 @@
 
 Tensors are [B, T] with a 0/1 float `mask` that marks the generated tokens (prompt, padding and
 environment tokens are 0). Every loss is a token-mean: the sum over masked tokens of the whole batch
-divided by their count, so long responses weigh by their length (DAPO / UI-TARS-2), not per sequence.
+divided by their count, so long responses weigh by their length (DAPO / UI-TARS-2), not per sequence;
+except the sequence-level (GSPO) policy loss, whose unit is the sequence: a mean over sequences.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 # exp() of a log-ratio beyond this overflows float32 long before it means anything (verl clamps the same).
@@ -47,6 +49,7 @@ def ppo_policy_loss(
 ) -> tuple[Any, dict[str, float]]:
     """Clipped PPO surrogate (asymmetric clip, optional dual clip and IS weights), token-mean; with stats.
 
+    `dual_clip` c: None or 0 for none, else above 1 (a ValueError otherwise: see _dual_clip).
     Stats: clip_frac (share of masked tokens where the clipped term is the larger loss), dual_clip_frac
     (share where the dual-clip bound -A*c replaced it), approx_kl (token-mean of the k3 estimator
     (ratio - 1) - log(ratio) of KL(old || new)), ratio_mean and ratio_max over masked tokens.
@@ -64,11 +67,7 @@ def ppo_policy_loss(
     clipped = pg2 > pg1
 
     # --- dual clip: for negative advantages the loss above is unbounded in the ratio; cap it at -A*c
-    dual = torch.zeros_like(clipped)
-    if dual_clip is not None and dual_clip > 1.0:
-        bound = -adv * dual_clip
-        dual = (adv < 0) & (loss_tok > bound)
-        loss_tok = torch.where(dual, bound, loss_tok)
+    loss_tok, dual = _dual_clip(loss_tok, adv, dual_clip)
 
     # --- truncated importance sampling against the rollout's sampler
     if is_weights is not None:
@@ -89,6 +88,104 @@ def ppo_policy_loss(
             "ratio_max": float(torch.where(m > 0, r, torch.zeros_like(r)).max()) if has_tokens else 0.0,
         }
     return loss, stats
+
+
+def gspo_policy_loss(
+    logprobs: Any,
+    old_logprobs: Any,
+    advantages: Any,
+    mask: Any,
+    *,
+    eps_low: float,
+    eps_high: float,
+    dual_clip: float | None = None,
+    is_weights: Any = None,
+) -> tuple[Any, dict[str, float]]:
+    """GSPO's clipped surrogate on sequence-level ratios (Zheng et al. 2025), a mean over sequences.
+
+    Each row is one sequence i (a turn's response) with one advantage A_i on every masked token (a
+    ValueError otherwise). Its ratio s_i = exp(mean over its masked tokens of (log pi - log pi_old))
+    is the length-normalised likelihood ratio, clipped to [1 - eps_low, 1 + eps_high] as a whole: the
+    sequence is in or out of the trust region, never a few of its tokens. Loss: the mean over rows with
+    a masked token of max(-A_i s_i, -A_i clip(s_i)), dual-clipped as ppo_policy_loss's, times the mean
+    of the row's IS weights (a per-token weight on a loss averaged over the sequence's tokens). So
+    d loss / d log pi_t = -A_i s_i / (|y_i| * sequences) on every token of an unclipped sequence.
+
+    Stats as ppo_policy_loss's, per sequence: clip_frac and dual_clip_frac are shares of sequences,
+    ratio_mean and ratio_max are over the s_i; approx_kl stays the token-mean k3 estimate, so the two
+    ratio levels' KL reads alike.
+    """
+    torch = _torch()
+    m = mask.to(logprobs.dtype)
+    has = m.sum(dim=-1) > 0
+    adv = _sequence_advantages(advantages.detach(), m, has)
+    old = old_logprobs.detach()
+    diff = torch.where(m > 0, logprobs - old, torch.zeros_like(logprobs))
+    seq_log_ratio = diff.sum(dim=-1) / m.sum(dim=-1).clamp_min(1.0)
+    ratio = torch.exp(seq_log_ratio.clamp(-_LOG_RATIO_LIMIT, _LOG_RATIO_LIMIT))
+
+    # --- clipped surrogate per sequence (asymmetric, as the token-level loss)
+    pg1 = -adv * ratio
+    pg2 = -adv * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
+    loss_seq = torch.maximum(pg1, pg2)
+    clipped = pg2 > pg1
+    loss_seq, dual = _dual_clip(loss_seq, adv, dual_clip)
+    if is_weights is not None:
+        loss_seq = loss_seq * masked_mean(is_weights.detach(), m, dim=-1)
+
+    seqs = has.to(loss_seq.dtype)
+    loss = (loss_seq * seqs).sum() / seqs.sum().clamp_min(1.0)
+
+    with torch.no_grad():
+        r = ratio.detach()
+        tok_lr = (logprobs.detach() - old).clamp(-_LOG_RATIO_LIMIT, _LOG_RATIO_LIMIT)
+        stats = {
+            "clip_frac": float(masked_mean(clipped.to(r.dtype), seqs)),
+            "dual_clip_frac": float(masked_mean(dual.to(r.dtype), seqs)),
+            "approx_kl": float(masked_mean((torch.exp(tok_lr) - 1.0) - tok_lr, m)),
+            "ratio_mean": float(masked_mean(r, seqs)),
+            "ratio_max": float(torch.where(has, r, torch.zeros_like(r)).max()) if bool(has.any()) else 0.0,
+        }
+    return loss, stats
+
+
+def _sequence_advantages(adv: Any, m: Any, has: Any) -> Any:
+    """[B, T] token advantages -> [B]: each row's one advantage (0 for a row without tokens)."""
+    torch = _torch()
+    big = torch.finfo(adv.dtype).max
+    hi = torch.where(m > 0, adv, torch.full_like(adv, -big)).amax(dim=-1)
+    lo = torch.where(m > 0, adv, torch.full_like(adv, big)).amin(dim=-1)
+    if bool((has & (hi != lo)).any()):
+        raise ValueError("a sequence-level ratio needs one advantage on every token of a sequence")
+    return torch.where(has, hi, torch.zeros_like(hi))
+
+
+def _dual_clip(loss: Any, adv: Any, dual_clip: float | None) -> tuple[Any, Any]:
+    """Cap the loss of negative advantages at -A*c (Ye et al. 2020); the loss and where it was capped.
+
+    c must exceed 1: the clipped loss of a negative advantage is already at least -A*(1 - eps_low), so
+    a bound c <= 1 would cap (and stop the gradient of) every negative-advantage token or sequence whose
+    ratio passed c, which is no dual clip; such a c is refused, not quietly ignored. None or 0: none."""
+    torch = _torch()
+    if dual_clip is None or dual_clip == 0:
+        return loss, torch.zeros_like(loss, dtype=torch.bool)
+    if not dual_clip > 1.0:
+        raise ValueError(f"dual_clip must exceed 1 (or be 0 for none), got {dual_clip:g}")
+    bound = -adv * dual_clip
+    dual = (adv < 0) & (loss > bound)
+    return torch.where(dual, bound, loss), dual
+
+
+PolicyLoss = Callable[..., tuple[Any, dict[str, float]]]
+POLICY_LOSSES: dict[str, PolicyLoss] = {"token": ppo_policy_loss, "sequence": gspo_policy_loss}
+"""The clipped policy losses by the level their importance ratio is taken at (GRPO's `ratio_level`)."""
+
+
+def policy_loss(ratio_level: str) -> PolicyLoss:
+    """The clipped policy loss whose importance ratio is per token or per sequence; raises on others."""
+    if ratio_level not in POLICY_LOSSES:
+        raise ValueError(f"unknown ratio level {ratio_level!r}; valid: {', '.join(POLICY_LOSSES)}")
+    return POLICY_LOSSES[ratio_level]
 
 
 def value_loss(values: Any, returns: Any, mask: Any, *, old_values: Any = None, clip: float = 0.0) -> Any:

@@ -87,6 +87,10 @@ class EngineSpec:
             "--dtype",
             self.dtype,
             "--disable-uvicorn-access-log",
+            # Logprobs of the distribution each token was drawn from (after temperature and top-p),
+            # not the raw one: what the RL trainer scores π_old and π under (training/sampling.py).
+            "--logprobs-mode",
+            "processed_logprobs",
         ]
         if self.enable_lora:
             cmd += [

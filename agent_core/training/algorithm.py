@@ -52,6 +52,10 @@ class Algorithm(Protocol):
     ) -> list[Sample]:
         """The iteration's turns as samples with advantages (and returns), scored by π_old."""
 
+    def informative(self, group: list[RLEpisode], learner: Learner) -> bool:
+        """Whether a complete group has something to teach (one that does not counts toward no
+        iteration's episodes: the trainer samples on)."""
+
     def pretraining(self, value_pretrained: int) -> bool:
         """Whether this update trains only the critic (after `value_pretrained` such updates)."""
 

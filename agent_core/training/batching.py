@@ -6,12 +6,13 @@ Pure tensor plumbing shared by the SFT and RL trainers; the losses themselves ar
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import inspect
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_core.rl.losses import entropy_from_logits
 from agent_core.training.errors import lazy
+from agent_core.training.sampling import entropy_of, sampling_logprobs
 
 
 @dataclass
@@ -56,16 +57,99 @@ def pad_batch(samples: Sequence[Sample], pad: int, device: str) -> tuple[Any, An
     return ids.to(device), attn.to(device), mask.to(device), [len(s.prompt) for s in samples]
 
 
+LOGPROB_CHUNK = 1024
+"""Positions whose float32 log-softmax (and entropy) over the vocabulary are computed at once."""
+
+
 def token_logprobs(
-    model: Any, ids: Any, attn: Any, *, entropy: bool = False, images: Mapping[str, Any] | None = None
+    model: Any,
+    ids: Any,
+    attn: Any,
+    *,
+    mask: Any = None,
+    sampling: Mapping[str, Any] | None = None,
+    entropy: bool = False,
+    images: Mapping[str, Any] | None = None,
+    stats: MutableMapping[str, list[float]] | None = None,
 ) -> tuple[Any, Any]:
-    """Log-probabilities of each next token [B,T-1] (and the entropies of those distributions)."""
+    """Log-probabilities of each next token [B,T-1] under the sampling distribution, and the entropies
+    of those distributions (or None). `sampling` (a run config) gives its `temperature` and `top_p`
+    (sampling.py: the logits at the temperature, renormalised over the top-p nucleus); without it, or
+    at 1 and 1, it is the raw model distribution.
+
+    With `mask` ([B,T-1], as pad_batch gives it) only its positions are computed and the rest are 0:
+    the model projects only their hidden states onto the vocabulary (transformers' `logits_to_keep`,
+    where the model takes it; otherwise its full logits are sliced first), and the float32 softmax runs
+    over LOGPROB_CHUNK positions at a time, recomputed in the backward pass rather than kept. A
+    sampled token outside the nucleus is scored over the nucleus plus itself (never -inf); `stats`
+    gets the share of such tokens under "outside_nucleus_frac"."""
     torch = lazy("torch")
-    logits = model(input_ids=ids, attention_mask=attn, **(images or {})).logits[:, :-1].float()
-    logp = torch.log_softmax(logits, dim=-1)
-    chosen = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    ent = entropy_from_logits(logits) if entropy else None
-    return chosen, ent
+    temperature = float((sampling or {}).get("temperature", 1.0))
+    top_p = float((sampling or {}).get("top_p", 1.0))
+    width = ids.shape[1] - 1
+    select = (mask > 0) if mask is not None else torch.ones_like(ids[:, 1:], dtype=torch.bool)
+    targets = ids[:, 1:][select]
+    logits = _selected_logits(model, ids, attn, select, images or {})
+    grad = torch.is_grad_enabled() and logits.requires_grad
+    checkpoint = lazy("torch.utils.checkpoint").checkpoint
+    lps, ents, outside = [], [], 0
+    for start in range(0, targets.shape[0], LOGPROB_CHUNK):
+        args = (logits[start : start + LOGPROB_CHUNK], targets[start : start + LOGPROB_CHUNK])
+        fn = _ChunkScore(temperature, top_p, entropy)
+        lp, ent, out = checkpoint(fn, *args, use_reentrant=False) if grad else fn(*args)
+        lps.append(lp)
+        ents.append(ent)
+        outside += int(out)
+    if stats is not None and targets.shape[0]:
+        stats.setdefault("outside_nucleus_frac", []).append(outside / targets.shape[0])
+    where = select.nonzero(as_tuple=True)
+    zeros = torch.zeros((ids.shape[0], width), dtype=torch.float32, device=ids.device)
+    # No position selected: an empty slice of the logits keeps the result on the graph (a loss over
+    # it still runs backward, to zero gradients).
+    chosen = zeros.index_put(where, torch.cat(lps) if lps else logits[:, 0].float())
+    ent_out = zeros.index_put(where, torch.cat(ents) if ents else logits[:, 0].float()) if entropy else None
+    return chosen, ent_out
+
+
+class _ChunkScore:
+    """(log-probabilities of `targets`, entropies, tokens outside the nucleus) of a chunk of logits."""
+
+    def __init__(self, temperature: float, top_p: float, entropy: bool) -> None:
+        self.temperature, self.top_p, self.entropy = temperature, top_p, entropy
+
+    def __call__(self, logits: Any, targets: Any) -> tuple[Any, Any, Any]:
+        logp, outside = sampling_logprobs(
+            logits, temperature=self.temperature, top_p=self.top_p, keep=targets
+        )
+        chosen = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        ent = entropy_of(logp) if self.entropy else chosen.new_zeros(chosen.shape)
+        return chosen, ent, (outside.sum() if outside is not None else targets.new_zeros(()))
+
+
+def _takes_logits_to_keep(model: Any) -> bool:
+    """Whether the model's forward takes a boolean [B,T] `logits_to_keep` (transformers >= 5)."""
+    if not hasattr(lazy("transformers.modeling_utils"), "slice_logits_to_keep"):
+        return False
+    inner = getattr(model, "module", model)  # under DDP
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner  # under peft
+    try:
+        return "logits_to_keep" in inspect.signature(inner.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _selected_logits(model: Any, ids: Any, attn: Any, select: Any, images: Mapping[str, Any]) -> Any:
+    """The logits [N,V] (the model's dtype) at the True positions of `select` [B,T-1], row by row."""
+    torch = lazy("torch")
+    if _takes_logits_to_keep(model):
+        # The last position predicts nothing: it is never kept.
+        keep = torch.cat([select, select.new_zeros((select.shape[0], 1))], dim=1)
+        logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep, **images).logits
+        if logits.ndim == 2:
+            return logits
+    else:
+        logits = model(input_ids=ids, attention_mask=attn, **images).logits
+    return logits[:, :-1][select]
 
 
 def scatter(values: Sequence[Sequence[float]], mask: Any, prompt_lens: Sequence[int]) -> Any:

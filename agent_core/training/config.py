@@ -10,7 +10,7 @@ validates without importing torch.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 ALGORITHMS = ("sft", "ppo", "grpo")
@@ -59,11 +59,13 @@ COMMON = (
     _f("lr", float, 1e-3, "Learning rate of the policy (AdamW)", 1e-8, 1.0),
     _f("weight_decay", float, 0.0, "AdamW weight decay", 0.0, 1.0),
     _f("grad_clip", float, 1.0, "Clip the gradient norm to this (0: no clipping)", 0.0, 1e6),
-    _f("max_seq_len", int, 2048, "Longest prompt + response in tokens (longer: a text sample keeps its end, a VLM one is skipped)", 16, 131072),
+    _f("max_seq_len", int, 2048, "Longest prompt + response in tokens (longer: an SFT text example keeps the end of its prompt, as it has no sampler to disagree with; an RL turn or a VLM example is skipped and counted)", 16, 131072),
     _f("checkpoint_every", int, 50, "Save a checkpoint every this many optimizer steps", 1, 1_000_000),
     _f("keep_checkpoints", int, 0, "Keep only the newest N checkpoint directories (0: keep all)", 0, 10_000),
     _f("device", str, "auto", "Where to train: auto (cuda when there is one), cpu or cuda", choices=("auto", "cpu", "cuda")),
     _f("dtype", str, "float32", "Weights dtype while training", choices=("float32", "bfloat16")),
+    _f("processes", int, 1, "Training processes (torchrun with DDP: gloo on CPU, nccl on CUDA, one GPU each); SFT only for now", 1, 64),
+    _f("gradient_checkpointing", str, "off", "Recompute activations in the backward pass instead of keeping them (less memory, slower; for big models on GPUs)", choices=("off", "on")),
 )  # fmt: skip
 
 LORA_RANKS = ("8", "16", "32", "64", "128", "256")
@@ -93,9 +95,11 @@ _RL = (
     _f("tasks", str, "", "Comma-separated task slugs to roll out on (empty: the suite's published tasks)"),
     _f("suite", str, "", "The task suite rollouts draw from (live rollouts)"),
     _f("episodes_per_iteration", int, 8, "Finished episodes consumed per iteration", 1, 100_000),
-    _f("temperature", float, 1.0, "Sampling temperature of rollouts", 0.01, 5.0),
+    _f("temperature", float, 1.0, "Sampling temperature of rollouts; the trainer scores every log-probability at it too", 0.01, 5.0),
+    _f("top_p", float, 1.0, "Nucleus sampling of rollouts: draw from the likeliest tokens whose probability sums to top_p (1: all); the trainer scores within the same nucleus", 0.01, 1.0),
     _f("max_new_tokens", int, 64, "Longest response per turn", 1, 32768),
     _f("max_policy_lag", int, 1, "Use only episodes from policies at most this many versions behind", 0, 1000),
+    _f("is_cap", float, 2.0, "Truncated importance sampling against the rollouts' sampler (an older policy version, another engine): each token's loss weighted by min(pi_old / pi_rollout, C)", 1.0, 1000.0),
     _f("publish_every", int, 1, "Publish a new policy version for rollouts every N iterations", 1, 1_000_000),
     _f("eps_low", float, 0.2, "Clip ratio below 1 (1 - eps_low)", 0.0, 1.0),
     _f("eps_high", float, 0.28, "Clip ratio above 1 (1 + eps_high); asymmetric: at least eps_low", 0.0, 10.0),
@@ -110,24 +114,38 @@ _RL = (
 PPO = _RL + (
     _f("gamma", float, 1.0, "Discount", 0.0, 1.0),
     _f("lambda_value", float, 1.0, "GAE lambda of the value targets (1: Monte-Carlo returns)", 0.0, 1.0),
-    _f("alpha", float, 0.05, "Length-adaptive policy lambda = 1 - 1/(alpha * length)", 1e-6, 100.0),
+    _f("alpha", float, 0.05, "Length-adaptive policy lambda = max(lambda_policy_min, 1 - 1/(alpha * length)): VAPO's 0.05 lifts lambda towards 1 on sequences of hundreds of tokens and more", 1e-6, 100.0),
+    _f("lambda_policy_min", float, 0.95, "Floor of the policy's lambda: on a short episode the formula falls to 0 (20 tokens at alpha 0.05), and the outcome reward would then reach an action's earlier tokens only through the critic", 0.0, 0.999),
     _f("critic_lr", float, 1e-3, "Learning rate of the critic", 1e-8, 1.0),
-    _f("value_pretrain_steps", int, 2, "First iterations train only the critic, on Monte-Carlo returns", 0, 1_000_000),
+    _f("critic_min_ev", float, 0.2, "Explained variance of the returns (on each batch's fresh episodes, before the critic trains on them) at which the critic counts as learned: value pre-training ends there, and below it the policy's advantages do not bootstrap from the critic (lambda 1: it is only a baseline)", 0.0, 1.0),
+    _f("value_pretrain_steps", int, 3, "At most this many first iterations train only the critic, on Monte-Carlo returns (fewer once it reaches critic_min_ev)", 0, 1_000_000),
     _f("value_clip", float, 0.0, "Clip value updates to this range around the old values (0: off)", 0.0, 1e6),
+    _f("whiten_advantages", str, "on", "Whiten the policy's advantages over each batch's response tokens (mean 0, variance 1)", choices=("on", "off")),
 )  # fmt: skip
 
-GRPO = _RL + (
+
+def _with_defaults(fields: tuple[FieldSpec, ...], **defaults: Any) -> tuple[FieldSpec, ...]:
+    """`fields` with the defaults named in `defaults` replaced: an algorithm's own recipe on shared fields."""
+    unknown = set(defaults) - {f.name for f in fields}
+    if unknown:
+        raise ValueError(f"no such field to override: {', '.join(sorted(unknown))}")
+    return tuple(replace(f, default=defaults[f.name]) if f.name in defaults else f for f in fields)
+
+
+# DART's recipe: clip-higher at [1 - 0.1, 1 + 0.28] and a dual clip at 10 (PPO keeps eps_low 0.2).
+GRPO = _with_defaults(_RL, eps_low=0.1, eps_high=0.28) + (
     _f("group_size", int, 4, "Rollouts per task in a group (DART raises or lowers it per task)", 2, 1024),
     _f("min_rollouts", int, 2, "Fewest rollouts per task once it is mostly solved", 1, 1024),
     _f("max_rollouts", int, 8, "Most rollouts per task while it is mostly failed", 1, 1024),
-    _f("dual_clip", float, 3.0, "Dual-clip bound c for negative advantages (0: off)", 0.0, 100.0),
-    _f("is_cap", float, 2.0, "Truncated importance sampling: min(pi_old / pi_rollout, C)", 1.0, 1000.0),
+    _f("dual_clip", float, 10.0, "Dual-clip bound c on the loss of negative advantages: above 1, or 0 for off", 0.0, 100.0),
+    _f("ratio_level", str, "token", "Importance ratio per token (GRPO) or per sequence (GSPO: a turn's mean log-ratio, clipped as one; GSPO's paper clips it far tighter, eps_low 3e-4, eps_high 4e-4)", choices=("token", "sequence")),
     _f("entropy_top", float, 0.8, "Train on this share of steps with the highest entropy", 0.01, 1.0),
     _f("latest_k", int, 2, "Use only trajectories from the latest K policy versions", 1, 1000),
     _f("success_window", int, 8, "Recent episodes per task DART's curation follows", 1, 10_000),
     _f("length_margin", int, 2, "Per-task step cap = longest recent success + this margin", 0, 1000),
     _f("min_steps_cap", int, 2, "Smallest per-task step cap", 1, 1000),
-    _f("pool_size", int, 4, "Successes kept per task in the experience pool", 0, 10_000),
+    _f("pool_size", int, 4, "Successes kept per task instance (task and seed) in the experience pool", 0, 10_000),
+    _f("pool_max_age", int, 2, "Inject a pooled success into an all-failed group of its own instance only while its policy is at most this many versions behind", 0, 1000),
 )  # fmt: skip
 
 FIELDS: dict[str, tuple[FieldSpec, ...]] = {
@@ -208,6 +226,45 @@ def _lora_targets(value: str) -> str:
     return ",".join(dict.fromkeys(names))
 
 
+def _process_problems(algorithm: str, out: Mapping[str, Any]) -> list[ConfigError]:
+    """What is wrong with `processes` for this algorithm and batch size (valid fields only)."""
+    processes = out.get("processes")
+    if processes is None or processes == 1:
+        return []
+    if algorithm in ("ppo", "grpo"):
+        # The RL loop (rollout source, curation, critic) runs in one process; only SFT is sharded.
+        why = f"{algorithm} trains in one process for now (its rollout loop is not distributed); set 1"
+        return [ConfigError("processes", f"{why}, got {processes}")]
+    batch = out.get("batch_size")
+    if batch is not None and batch < processes:
+        why = f"must be at least processes ({processes}): each process trains on a share of every batch"
+        return [ConfigError("batch_size", f"{why}, got {batch}")]
+    return []
+
+
+def _grpo_problems(out: Mapping[str, Any]) -> list[ConfigError]:
+    """What is wrong across GRPO's fields, or with its dual clip (valid fields only)."""
+    errors = []
+    if {"min_rollouts", "max_rollouts"} <= set(out):
+        if out["min_rollouts"] > out["max_rollouts"]:
+            errors.append(
+                ConfigError(
+                    "min_rollouts",
+                    f"must not exceed max_rollouts ({out['max_rollouts']}), got {out['min_rollouts']}",
+                )
+            )
+        if out["max_rollouts"] < 2:
+            errors.append(
+                ConfigError("max_rollouts", "must be at least 2: a group needs two rollouts to compare")
+            )
+    dual = out.get("dual_clip")
+    if dual is not None and 0 < dual <= 1:
+        # A bound at or below 1 would cap the loss of every negative advantage whose ratio passed it.
+        why = "must exceed 1 (or be 0 for off): the dual clip bounds the loss at -advantage * c"
+        errors.append(ConfigError("dual_clip", f"{why}, got {dual:g}"))
+    return errors
+
+
 def validate_config(algorithm: str, raw: Mapping[str, Any] | None) -> dict[str, Any]:
     """`raw` with defaults filled in and every value checked; a ConfigError names every bad field
     (its `errors`), so a form can show each message beside its field at once."""
@@ -243,27 +300,18 @@ def validate_config(algorithm: str, raw: Mapping[str, Any] | None) -> dict[str, 
                 f"got {out['eps_high']:g}",
             )
         )
+    errors += _process_problems(algorithm, out)
     pretrain = out.get("value_pretrain_steps")
     if algorithm == "ppo" and "iterations" in out and pretrain is not None and pretrain >= out["iterations"]:
         errors.append(
             ConfigError(
                 "value_pretrain_steps",
-                f"must be below iterations ({out['iterations']}): those first iterations train only "
-                f"the critic, so the policy would never train, got {pretrain}",
+                f"must be below iterations ({out['iterations']}): until the critic is learned, that many "
+                f"first iterations train only the critic, so the policy might never train, got {pretrain}",
             )
         )
-    if algorithm == "grpo" and {"min_rollouts", "max_rollouts"} <= set(out):
-        if out["min_rollouts"] > out["max_rollouts"]:
-            errors.append(
-                ConfigError(
-                    "min_rollouts",
-                    f"must not exceed max_rollouts ({out['max_rollouts']}), got {out['min_rollouts']}",
-                )
-            )
-        if out["max_rollouts"] < 2:
-            errors.append(
-                ConfigError("max_rollouts", "must be at least 2: a group needs two rollouts to compare")
-            )
+    if algorithm == "grpo":
+        errors += _grpo_problems(out)
     if errors:
         raise ConfigError.of(errors)
     return out

@@ -20,7 +20,7 @@ from typing import Any
 
 from agent_core.rl.curation import Curator, ExperiencePool, within_lag
 from agent_core.rl.episodes import RLEpisode, RLTurn
-from agent_core.rl.losses import explained_variance, kl_penalty, ppo_policy_loss, value_loss
+from agent_core.rl.losses import explained_variance, kl_penalty, policy_loss, value_loss
 from agent_core.training.algorithm import Algorithm
 from agent_core.training.batching import Sample, gather, minibatches, pad_batch, scatter, token_logprobs
 from agent_core.training.checkpoints import latest_checkpoint
@@ -29,13 +29,16 @@ from agent_core.training.grpo import GRPO
 from agent_core.training.lora import load_trainable_state, trainable_parameters, trainable_state
 from agent_core.training.model_io import critic_class, load_policy_model
 from agent_core.training.ppo import PPO
+from agent_core.training.rng import set_rng_state
 from agent_core.training.trainer import Trainer
 from agent_core.training.types import Hooks, RolloutSource, RunResult, RunSpec
+from agent_core.training.untrained import why_untrained
 
 ALGORITHMS: dict[str, Callable[[Mapping[str, Any]], Algorithm]] = {"ppo": PPO, "grpo": GRPO}
 UNUSABLE_LIMIT = 4
-"""An RL run fails once this many iterations' worth of episodes in a row were unusable (stale, or with
-no sampled turn): rollouts that can never train the policy must not keep a worker busy for ever."""
+"""An RL run fails once this many iterations' worth of episodes in a row were unusable (stale, with no
+sampled turn, or in a group that all scored alike): rollouts that can never train the policy must not
+keep a worker busy for ever."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,8 @@ class RLTrainer(Trainer):
             length_margin=int(cfg.get("length_margin", 0)),
             min_steps_cap=int(cfg.get("min_steps_cap", 1)),
         )
-        self.pool = ExperiencePool(int(cfg.get("pool_size", 0)))
+        self.pool = ExperiencePool(int(cfg.get("pool_size", 0)), max_age=int(cfg.get("pool_max_age", 2)))
+        self.pool.advance(self.version)
         if "curator" in self.state:
             self.curator.load_state_dict(self.state["curator"])
         if "pool" in self.state:
@@ -98,7 +102,10 @@ class RLTrainer(Trainer):
         # fails with the reasons counted below, rather than passing its starting weights off as a result.
         self.turns_trained = int(self.state.get("turns_trained", 0))
         self.untrained: Counter[str] = Counter()
-        self.unusable_run = 0  # episodes in a row that training could not use (stale or turnless)
+        self.unusable_run = 0  # episodes since the last group training could use
+        self.sampled = 0  # episodes that came back in this collection (DAPO's dynamic sampling)
+        self.agreed: list[list[RLEpisode]] = []  # and its groups that had nothing to teach
+        self.unpublished = 0  # turns trained since the last published version
 
     def _load_critic(self) -> None:
         """The value model, initialised from the starting policy's weights (or resumed), and its optimizer.
@@ -154,18 +161,22 @@ class RLTrainer(Trainer):
         return {id(ep) for ep in kept}
 
     def _collect(self, source: RolloutSource, tasks: Sequence[str]) -> list[list[RLEpisode]] | None:
-        """Groups of finished episodes (one episode per group for PPO); None when a stop was asked."""
+        """Groups of finished episodes with something to teach (one episode per group for PPO), at least
+        `episodes_per_iteration` episodes; None when a stop was asked. A group with nothing to teach
+        (GRPO's, all scoring alike) does not count: sampling goes on (DAPO's dynamic sampling)."""
         want = int(self.cfg["episodes_per_iteration"])
         groups: list[list[RLEpisode]] = []
         got = 0
+        self.sampled, self.agreed = 0, []
         while got < want:
             if self.hooks.should_stop():
                 return None
-            self._top_up(source, tasks)
-            polled = source.poll(timeout=1.0)
             if self.unusable_run >= UNUSABLE_LIMIT * want:
                 # Waiting on would never end: say why nothing can be trained instead of hanging.
                 raise TrainingError(self._why_untrained(self.step, waiting=self.unusable_run))
+            self._top_up(source, tasks)
+            polled = source.poll(timeout=1.0)
+            self.sampled += len(polled)
             fresh = self._fresh(polled)
             for ep in polled:
                 group = self._receive(ep, fresh)
@@ -175,11 +186,12 @@ class RLTrainer(Trainer):
         return groups
 
     def _receive(self, ep: RLEpisode, fresh: set[int]) -> list[RLEpisode] | None:
-        """Record a finished episode; its group (the rollouts of one request) once that is complete."""
+        """Record a finished episode; its group (the rollouts of one request) once that is complete,
+        if the group has something to teach (one that does not is counted, and kept for the metrics)."""
         if ep.turns:  # one with none was lost to the infrastructure: it says nothing of the task
             self.curator.record(ep.task_id, success=ep.success, steps=ep.steps)
         if ep.success:
-            self.pool.add(ep)
+            self.pool.add(ep)  # a stale success too: it may still rescue its own instance's group
         # A group is the rollouts of one request: one instance (seed) of the task.
         key = (ep.task_id, ep.seed)
         left = self.wanted.pop(key, 1)  # an episode nobody asked for is a group of its own
@@ -189,11 +201,20 @@ class RLTrainer(Trainer):
             self.unusable_run += 1
         else:
             self.buffers[key].append(ep)
-            self.unusable_run = 0
         if left > 1:
             self.wanted[key] = left - 1
             return None
-        return self.buffers.pop(key, [])
+        group = self.buffers.pop(key, [])
+        if not group:
+            return None
+        if not self.algo.informative(group, self):
+            solved = all(e.success for e in group)
+            self.untrained["agreed_solved" if solved else "agreed_failed"] += 1
+            self.agreed.append(group)
+            self.unusable_run += len(group)
+            return None
+        self.unusable_run = 0
+        return group
 
     # --- the update ---
 
@@ -216,7 +237,10 @@ class RLTrainer(Trainer):
                 ids, attn, mask, plen = pad_batch(mb, pad, self.device)
                 images = self._images(mb)
                 lens = [len(s.response) for s in mb]
-                logp, ent = token_logprobs(self.model, ids, attn, entropy=True, images=images)
+                # Under the distribution the rollouts sampled from (the run's temperature and top_p).
+                logp, ent = token_logprobs(
+                    self.model, ids, attn, mask=mask, entropy=True, images=images, sampling=self.cfg
+                )
                 ents = gather(ent, mask, plen, lens)
                 vals = gather(self.critic(ids, attn, images)[:, :-1], mask, plen, lens) if values else None
                 for i, (s, lp) in enumerate(zip(mb, gather(logp, mask, plen, lens), strict=True)):
@@ -267,11 +291,13 @@ class RLTrainer(Trainer):
 
     def _policy_step(self, b: _Minibatch, stats: dict[str, list[float]]) -> None:
         cfg = self.cfg
-        logp, _ = token_logprobs(self.model, b.ids, b.attn, images=b.images)
+        logp, _ = token_logprobs(
+            self.model, b.ids, b.attn, mask=b.mask, images=b.images, stats=stats, sampling=cfg
+        )
         old = scatter([s.old_logprobs for s in b.samples], b.mask, b.plen)
         adv = scatter([s.advantages for s in b.samples], b.mask, b.plen)
         weights = self.algo.is_weights(b.samples, old, b.mask, b.plen, stats)
-        loss, pstats = ppo_policy_loss(
+        loss, pstats = policy_loss(str(cfg.get("ratio_level", "token")))(  # per token, or GSPO's per turn
             logp,
             old,
             adv,
@@ -283,7 +309,9 @@ class RLTrainer(Trainer):
         )
         if self.ref is not None:
             with self.torch.no_grad():
-                ref_lp, _ = token_logprobs(self.ref, b.ids, b.attn, images=b.images)
+                ref_lp, _ = token_logprobs(
+                    self.ref, b.ids, b.attn, mask=b.mask, images=b.images, sampling=cfg
+                )
             kl = (kl_penalty(logp, ref_lp) * b.mask).sum() / b.mask.sum().clamp(min=1.0)
             loss = loss + float(cfg["kl_coef"]) * kl
             stats["kl_ref"].append(float(kl.detach()))
@@ -335,6 +363,8 @@ class RLTrainer(Trainer):
             raise TrainingError("there are no tasks to roll out on")
         total = int(self.cfg["iterations"])
         metrics: dict[str, float] = {}
+        # Set back once more: the critic's, the reference's and the adapters' set-up drew from them.
+        set_rng_state(self.state.get("rng"))
         self._start(source, tasks, total)
         while self.step < total:
             waited = time.monotonic()
@@ -365,14 +395,22 @@ class RLTrainer(Trainer):
     def _iteration(
         self, source: RolloutSource, groups: list[list[RLEpisode]], wait_s: float, total: int
     ) -> dict[str, float]:
-        """Train on one iteration's groups of episodes; its metrics (reported)."""
+        """Train on one iteration's groups of episodes; its metrics (reported). Success and reward count
+        the groups that had nothing to teach too: they measure the policy, not what trained it."""
         started = time.monotonic()
         episodes = [ep for g in groups for ep in g]
-        metrics = self._episode_metrics(episodes, wait_s)
+        metrics = self._episode_metrics(episodes + [ep for g in self.agreed for ep in g], wait_s)
+        metrics["rl/episodes"] = float(len(episodes))
+        metrics["rl/sampled_episodes"] = float(self.sampled)
+        metrics["rl/groups_uninformative"] = float(len(self.agreed))
+        before = self.turns_trained
         samples = self.algo.samples(groups, metrics, self)
-        if self.too_long:  # vision-language turns over max_seq_len so far (never cut: see runner.py)
+        if self.too_long:  # turns over max_seq_len so far (an RL turn is never cut: trainer._sample)
             metrics["rl/skipped_too_long"] = float(self.too_long)
         tokens = self._update(samples, metrics) if samples else 0
+        trained = self.turns_trained - before  # turns the policy itself was updated on
+        self.unpublished += trained
+        metrics["rl/turns_trained"] = float(trained)
         self.step += 1
         elapsed = time.monotonic() - started
         metrics["train/step_time_s"] = elapsed
@@ -381,10 +419,13 @@ class RLTrainer(Trainer):
         if util is not None:
             metrics["rl/env_utilisation"] = util
         self.hooks.on_metrics(self.step, metrics)
+        what = f"{trained} turns trained" if trained else "trained nothing, so no new version"
+        if not trained and metrics.get("rl/value_pretraining"):
+            what = "trained nothing of the policy (value pretraining: the critic only), so no new version"
         self.hooks.on_log(
-            f"iteration {self.step}/{total}: success {metrics['rl/success']:.2f} over "
-            f"{len(episodes)} episodes, {len(samples)} turns trained, {elapsed:.1f} s update, "
-            f"{wait_s:.1f} s waiting"
+            f"iteration {self.step}/{total}: success {metrics['rl/success']:.2f} over {len(episodes)} "
+            f"episodes ({self.sampled} sampled, {len(self.agreed)} group(s) all alike), {what}, "
+            f"{elapsed:.1f} s update, {wait_s:.1f} s waiting"
         )
         return metrics
 
@@ -405,49 +446,28 @@ class RLTrainer(Trainer):
         return metrics
 
     def _checkpoint(self, source: RolloutSource, metrics: dict[str, float], total: int) -> None:
-        """Every `publish_every` iterations a new policy version, saved and published; a checkpoint
-        also every `checkpoint_every` iterations and at the last."""
-        publish = self.step % int(self.cfg["publish_every"]) == 0
+        """Every `publish_every` iterations a new policy version, saved and published, if the policy trained
+        since the last one (the same weights as a new version would only make rollouts look stale); a
+        checkpoint also every `checkpoint_every` iterations and at the last."""
+        publish = self.step % int(self.cfg["publish_every"]) == 0 and self.unpublished > 0
         if publish or self.step % int(self.cfg["checkpoint_every"]) == 0 or self.step == total:
             if publish:
                 self.version += 1
                 self.versions_seen.append(self.version)
+                self.unpublished = 0
+                self.pool.advance(self.version)
             path = self.save(self.extra_state(), metrics)
             if publish:
                 source.publish(self.version, path)
 
     def _why_untrained(self, iterations: int, *, waiting: int = 0) -> str:
         """Why a run's policy was updated on no turn at all (or, `waiting`, why the next iteration
-        cannot get episodes to train on), from what this attempt counted."""
-        n = self.untrained
-        reasons = []
-        agreed = n["agreed_failed"] + n["agreed_solved"]
-        if agreed:
-            reasons.append(
-                f"{agreed} group(s) of rollouts all scored alike ({n['agreed_failed']} all failed, "
-                f"{n['agreed_solved']} all solved), so every advantage was 0: roll out on tasks the "
-                "policy solves some of the time, or raise group_size"
-            )
-        if n["turnless"]:
-            reasons.append(
-                f"{n['turnless']} episode(s) came back with no sampled turn (lost to the infrastructure, "
-                "or their policy kept no token ids and logprobs)"
-            )
-        if n["stale"]:
-            reasons.append(f"{n['stale']} episode(s) came from policies older than max_policy_lag allows")
-        if self.too_long:
-            limit = self.cfg["max_seq_len"]
-            reasons.append(f"{self.too_long} turn(s) were longer than max_seq_len ({limit})")
-        if n["value_pretraining"]:
-            pretrained = n["value_pretraining"]
-            reasons.append(f"{pretrained} iteration(s) trained only the critic (value_pretrain_steps)")
-        why = "; ".join(reasons) or "no episode gave a turn to learn from"
-        if waiting:
-            return (
-                f"{self.spec.algorithm.upper()} stopped at iteration {iterations + 1}: the last {waiting} "
-                f"episodes were all unusable, so no batch to train on would ever fill: {why}"
-            )
-        return (
-            f"{self.spec.algorithm.upper()} trained the policy on 0 turns in {iterations} iteration(s), "
-            f"so the run learned nothing: {why}"
+        cannot get episodes to train on), from what this attempt counted (see untrained.py)."""
+        return why_untrained(
+            self.spec.algorithm,
+            self.untrained,
+            too_long=self.too_long,
+            max_seq_len=int(self.cfg["max_seq_len"]),
+            iterations=iterations,
+            waiting=waiting,
         )

@@ -66,6 +66,7 @@ class SFTTrainer(Trainer):
         self.hooks.on_log(
             f"SFT on {n} examples ({tokens} tokens, {sum(len(s.response) for s in data)} target tokens; "
             f"encoded in {time.monotonic() - t0:.1f} s): {total} steps of {bs} on {self.device}"
+            + (f" x {self.dist.world} processes" if self.dist.active else "")
         )
         index = _shuffled(n, int(self.cfg["seed"]))
         warmup = int(self.cfg["warmup_steps"])
@@ -73,14 +74,14 @@ class SFTTrainer(Trainer):
         metrics: dict[str, float] = {}
         self.model.train()
         while self.step < total:
-            if self.hooks.should_stop():
+            if self.dist.agree(self.hooks.should_stop()):  # every rank stops at rank 0's word
                 self.hooks.on_log(f"stop requested: saving step {self.step}")
                 path = self.save({}, metrics)
                 return RunResult("stopped", self.step, path, metrics)
             started = time.monotonic()
             batch = [data[index(self.step * bs + k)] for k in range(bs)]
             lr = base_lr * min(1.0, (self.step + 1) / warmup) if warmup else base_lr
-            loss, grad_norm, n_tok = self._train_step(batch, lr)
+            loss, grad_norm, n_tok = self._train_step(self.dist.shard(batch), lr)
             self.step += 1
             elapsed = time.monotonic() - started
             metrics = {
@@ -103,17 +104,24 @@ class SFTTrainer(Trainer):
         return RunResult("succeeded", self.step, last, metrics)
 
     def _train_step(self, batch: list[Sample], lr: float) -> tuple[float, float, int]:
-        """One optimizer step on `batch` at learning rate `lr`: (loss, gradient norm, tokens)."""
+        """One optimizer step on `batch` (this rank's share of the global batch) at learning rate `lr`:
+        (loss, gradient norm, tokens) of the global batch."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         ids, attn, mask, _ = pad_batch(batch, int(self.tokenizer.pad_token_id), self.device)
-        logp, _ = token_logprobs(self.model, ids, attn, images=self._images(batch))
-        loss = -(logp * mask).sum() / mask.sum().clamp(min=1.0)
+        logp, _ = token_logprobs(self.forward_model, ids, attn, mask=mask, images=self._images(batch))
+        logp_sum = (logp * mask).sum()
+        # The token mean is over the global batch: this share's sum over every rank's target tokens.
+        # DDP averages gradients over the ranks, so the world size cancels that mean's 1/world.
+        targets, total, tokens = self.dist.all_sum(
+            [float(mask.sum()), float(logp_sum.detach()), float(attn.sum())]
+        )
+        loss = -logp_sum * self.dist.world / max(targets, 1.0)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = self._clip(self.params)
         self.optimizer.step()
-        return float(loss.detach()), grad_norm, int(attn.sum())
+        return -total / max(targets, 1.0), grad_norm, int(tokens)
 
 
 def _shuffled(n: int, seed: int) -> Callable[[int], int]:

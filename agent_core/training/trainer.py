@@ -16,10 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.training.batching import Sample, fit_prompt
-from agent_core.training.checkpoints import STATE_FILE, AdapterError, adapter_base, checkpoint_dir, prune
+from agent_core.training.checkpoints import (
+    STATE_FILE,
+    AdapterError,
+    adapter_base,
+    checkpoint_dir,
+    install,
+    prune,
+)
+from agent_core.training.distributed import current as current_dist
+from agent_core.training.distributed import prepare_model
 from agent_core.training.errors import TrainingError, lazy
 from agent_core.training.lora import LoraSettings, describe, save_adapter, trainable_parameters
 from agent_core.training.model_io import load_policy_model, pick_device
+from agent_core.training.rng import rng_state, set_rng_state
 from agent_core.training.tiny_policy import LINEAGE_FILE
 from agent_core.training.types import Hooks, RunSpec
 
@@ -32,7 +42,8 @@ class Trainer:
         self.cfg = dict(spec.config)
         self.hooks = hooks
         self.torch = lazy("torch")
-        self.device = pick_device(str(self.cfg.get("device", "auto")))
+        self.dist = current_dist()  # one process, or this rank of a torchrun run (distributed.py)
+        self.device = self.dist.device(pick_device(str(self.cfg.get("device", "auto"))))
         self.step = 0
         self.out_dir = Path(spec.out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -46,8 +57,9 @@ class Trainer:
             start, device=self.device, dtype=self.cfg["dtype"], lora=self.lora
         )
         self.lora_base = self._lora_base(start)
+        self.forward_model = prepare_model(self.model, self.cfg, self.dist, self.device)
         self.tokenizer = self.codec.tokenizer
-        self.too_long = 0  # vision-language samples skipped because they do not fit in max_seq_len
+        self.too_long = 0  # samples skipped for max_seq_len (VLM ones always, RL turns: never cut)
         self.torch.manual_seed(int(self.cfg["seed"]))
         self.params = trainable_parameters(self.model)
         self.optimizer = self.torch.optim.AdamW(
@@ -59,6 +71,7 @@ class Trainer:
             self.state = self.torch.load(start / STATE_FILE, map_location=self.device, weights_only=False)
             self.optimizer.load_state_dict(self.state["optimizer"])
             self.step = int(self.state["step"])
+            set_rng_state(self.state.get("rng"))  # the random streams go on where the checkpoint left them
             self.hooks.on_log(f"resumed from {start.name} (step {self.step})")
 
     def _lora_base(self, start: Path) -> Path | None:
@@ -98,6 +111,9 @@ class Trainer:
     def save(self, extra: Mapping[str, Any], metrics: Mapping[str, float]) -> Path:
         """A checkpoint at the current step (atomic: a temporary directory renamed into place)."""
         final = checkpoint_dir(self.out_dir, self.step)
+        if not self.dist.is_main:  # rank 0 alone writes (every rank holds the same weights and state)
+            self.dist.barrier()
+            return final
         tmp = final.with_name(final.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -113,29 +129,34 @@ class Trainer:
             "parent": str(self.start_dir),
         }
         (tmp / LINEAGE_FILE).write_text(json.dumps(lineage, indent=2))
-        state = {"step": self.step, "optimizer": self.optimizer.state_dict(), **extra}
+        state = {"step": self.step, "optimizer": self.optimizer.state_dict(), "rng": rng_state(), **extra}
         self.torch.save(state, tmp / STATE_FILE)
-        if final.exists():
-            shutil.rmtree(final)
-        tmp.rename(final)
-        prune(self.out_dir, int(self.cfg.get("keep_checkpoints", 0)))
+        install(tmp, final)  # a checkpoint of this step saved before is replaced, its KEEP markers kept
+        pruned = prune(self.out_dir, int(self.cfg.get("keep_checkpoints", 0)))
+        if pruned:
+            self.hooks.on_log(f"keep_checkpoints: deleted {', '.join(p.name for p in pruned)}")
         self.hooks.on_checkpoint(self.step, final, dict(metrics))
+        self.dist.barrier()  # the other ranks go on once the checkpoint is complete
         return final
 
     def _sample(
         self, messages: Sequence[Mapping[str, Any]], a11y: str | None, response: list[int]
     ) -> Sample | None:
-        """A sample of the prompt and `response` (cut to max_seq_len - 1). A text prompt too long for
-        max_seq_len loses its start; a vision-language one cannot (its images would be cut): None."""
+        """A sample of the prompt and `response`; None (counted in `too_long`) where they do not fit in
+        max_seq_len. Only SFT cuts to fit (its response to max_seq_len - 1, a text prompt from its
+        start): it has no sampler whose prompt a cut would contradict. An RL turn trains on exactly the
+        tokens its policy read and sampled, or not at all; a vision-language prompt is never cut (its
+        images would be)."""
         max_len = int(self.cfg["max_seq_len"])
-        resp = response[: max_len - 1]
+        cut = self.spec.algorithm == "sft"
+        resp = response[: max_len - 1] if cut else list(response)
         prompt = self.codec.prompt_ids(messages, a11y)
-        if not self.codec.vision:
+        if cut and not self.codec.vision:
             return Sample(fit_prompt(prompt, resp, max_len), resp)
         if len(prompt) + len(resp) > max_len:
             self.too_long += 1
             return None
-        return Sample(prompt, resp, messages=messages)
+        return Sample(prompt, resp, messages=messages if self.codec.vision else ())
 
     def _images(self, samples: Sequence[Sample]) -> dict[str, Any]:
         """The minibatch's image tensors, concatenated in sample order (the order of their image tokens

@@ -142,3 +142,23 @@ class PolicyMerge(Job):
 
     def __str__(self) -> str:
         return f"merge {self.pk} -> {self.name} ({self.status})"
+
+
+class TrainingWorker(models.Model):
+    """A Celery worker on the `training` queue and the devices it trains on, as it reported them when
+    it started (webapp.training.workers); `reported_at` is renewed while it lives. The launch form plans
+    a run against the largest device of the workers heard from lately."""
+
+    name = models.CharField(max_length=200, unique=True, help_text="Its Celery hostname")
+    devices = models.JSONField(
+        default=list, blank=True, help_text='[{"kind": "cuda" | "cpu", "name": ..., "memory": bytes}]'
+    )
+    error = models.TextField(blank=True, help_text="Why its devices could not be measured")
+    started_at = models.DateTimeField()
+    reported_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

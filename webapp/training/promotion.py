@@ -6,7 +6,7 @@ base); from a base the platform's policy servers serve, it is served too: an ada
 the running servers of that base at their next heartbeat, full weights are rolled onto them one server
 at a time (policies.rolling). Either way it joins the base's line, so batches that follow the line take
 it up at their next episode once it is ready. The directory must still be on disk, and an adapter's base
-with it.
+with it; once promoted, the run's keep_checkpoints pruning leaves it alone (checkpoint_keep).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from django.utils.text import slugify
 from webapp.policies.models import PolicyVersion
 from webapp.policies.selectors import line_of, var_stored
 from webapp.policies.services import free_policy_name
+from webapp.training.checkpoint_keep import promoted_keep, promoted_release
 from webapp.training.hooks import log_append
 from webapp.training.model_dirs import adapter_lineage, checkpoint_problem
 from webapp.training.models import Checkpoint
@@ -79,6 +80,14 @@ def checkpoint_promote(
     }
     fields = _served_fields(base, wanted, path) if base is not None and base.is_platform_served() else {}
     try:
+        # Never pruned from now on (checkpoint_keep); a run still training may be pruning right now.
+        promoted_keep(path=path, policy_name=wanted)
+    except FileNotFoundError:
+        problem = checkpoint_problem(path) or f"its directory {path} is gone (pruned by keep_checkpoints)"
+        raise TrainingRunError(
+            f"checkpoint step {checkpoint.step} cannot be promoted: {problem}", "checkpoint"
+        ) from None
+    try:
         with transaction.atomic():
             policy = PolicyVersion.objects.create(
                 name=wanted,
@@ -87,7 +96,12 @@ def checkpoint_promote(
                 lineage=lineage,
                 **({"backend": PolicyVersion.Backend.LOCAL} | fields),
             )
-    except IntegrityError:  # promoted (or the name taken) by someone else at the same moment
+    except Exception as exc:
+        if not PolicyVersion.objects.filter(checkpoint=checkpoint).exists():
+            promoted_release(path=path)
+        if not isinstance(exc, IntegrityError):
+            raise
+        # promoted (or the name taken) by someone else at the same moment
         existing = PolicyVersion.objects.filter(checkpoint=checkpoint).first()
         if existing is not None:
             raise TrainingRunError(

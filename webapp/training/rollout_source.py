@@ -3,7 +3,7 @@
 Rollouts are ordinary agent episodes in one rollout batch of the run (Celery rollout workers run
 them on leased sandboxes and persist every step, token ids and logprobs included); the trainer reads
 them back from the database. Each policy the trainer publishes becomes a PolicyVersion
-(`run-<id>-v<version>`, a local model directory, sampling at the run's temperature), and every
+(`run-<id>-v<version>`, a local model directory, sampling at the run's temperature and top_p), and every
 episode not started yet switches to it: workers pick up the new policy one episode at a time.
 
 Seeds: training rollouts draw seeds from TRAINING_SEED_BASE up (evaluation batches use 0, 1, …), so
@@ -31,6 +31,7 @@ from webapp.policies.models import PolicyVersion
 from webapp.policies.selectors import var_stored, version_ready
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.services import batch_advance, batch_cancel
+from webapp.training.checkpoint_keep import rollouts_keep, rollouts_release
 from webapp.training.data import rl_episode_of
 from webapp.training.models import TrainingRun
 
@@ -53,6 +54,28 @@ def batch_name(run: TrainingRun) -> str:
 def version_name(run: TrainingRun, version: int) -> str:
     """The PolicyVersion name of the policy a run publishes as `version`."""
     return f"run-{run.pk}-v{version}"
+
+
+def rollout_config(
+    base: Mapping[str, Any] | None, run_config: Mapping[str, Any], *, served: bool
+) -> dict[str, Any]:
+    """A rollout version's policy config: the base policy's, sampling exactly as the trainer scores
+    (the run's temperature and top_p, nothing else on top).
+
+    A served version sends top_p in its request body, with vLLM's top_k and repetition penalty off:
+    vLLM would otherwise take them from the checkpoint's generation_config. The base's `seed` is
+    dropped: every episode gets a fresh policy, and one seed would draw every rollout of a group the
+    same."""
+    config = {k: v for k, v in (base or {}).items() if k != "seed"}
+    config["temperature"] = float(run_config.get("temperature", 1.0))
+    config["max_new_tokens"] = int(run_config.get("max_new_tokens", 64))
+    top_p = float(run_config.get("top_p", 1.0))
+    if served:
+        extra = dict(config.get("extra_body") or {})
+        config["extra_body"] = {**extra, "top_p": top_p, "top_k": 0, "repetition_penalty": 1.0}
+    else:
+        config["top_p"] = top_p
+    return config
 
 
 class DBRolloutSource:
@@ -125,13 +148,8 @@ class DBRolloutSource:
         """A PolicyVersion for the checkpoint; every episode not started yet switches to it (a served
         one: once a policy server has hot-loaded it; rollouts go on with the previous one meanwhile)."""
         base = self.base
-        config = dict(base.config or {}) if base is not None else {}
-        config.update(
-            {
-                "temperature": float(self.config.get("temperature", 1.0)),
-                "max_new_tokens": int(self.config.get("max_new_tokens", 64)),
-            }
-        )
+        served = base is not None and base.is_platform_served()
+        config = rollout_config(base.config if base is not None else None, self.config, served=served)
         stored = var_stored(model_dir)
         lineage = {
             "training_run": self.run.pk,
@@ -140,7 +158,6 @@ class DBRolloutSource:
             "purpose": "rollouts",
             "line": f"training-run-{self.run.pk}",
         }
-        served = base is not None and base.is_platform_served()
         name = version_name(self.run, version)
         defaults: dict[str, Any] = {
             "backend": PolicyVersion.Backend.LOCAL,
@@ -159,6 +176,9 @@ class DBRolloutSource:
                 model_name=name,
                 serving={"base": base_id, "kind": "lora", "path": stored},
             )
+        # Kept from keep_checkpoints pruning while rollouts may load it (checkpoint_keep), marked before
+        # any rollout can see it; older versions no rollout can load any more are released below.
+        rollouts_keep(path=Path(model_dir), policy_name=name)
         policy, _ = PolicyVersion.objects.update_or_create(name=name, defaults=defaults)
         with transaction.atomic():
             # Rollout versions are the run's own: only the newest stays on offer (and on the servers;
@@ -170,6 +190,7 @@ class DBRolloutSource:
         self._versions[policy.pk] = version
         self.current = policy
         switched = self._switch_if_ready()
+        rollouts_release(versions=PolicyVersion.objects.filter(name__startswith=f"run-{self.run.pk}-v"))
         log.info(
             "run %s: published v%d as %s (%s)%s",
             self.run.pk,

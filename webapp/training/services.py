@@ -36,6 +36,8 @@ from webapp.policies.models import PolicyVersion
 from webapp.training.hooks import RunHooks, RunLost, heartbeat, log_append
 from webapp.training.model_dirs import model_dir_problem
 from webapp.training.models import Checkpoint, MetricPoint, TrainingRun
+from webapp.training.multiproc import run_training
+from webapp.training.planning import launch_plan
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +194,10 @@ def training_run_launch(
         _check_base_policy(base_policy)
     except TrainingRunError as exc:
         refuse(exc)
+    else:  # the estimate must fit the largest device a training worker reported
+        plan = launch_plan(base_policy=base_policy, algorithm=algorithm, config=clean) if clean else None
+        if plan is not None and (too_big := plan.refusal()):
+            refuse(TrainingRunError(too_big[1], too_big[0]))
     served = base_policy is not None and base_policy.is_platform_served()
     if served and algorithm in ("ppo", "grpo") and clean is not None and clean.get("lora") != "on":
         # Its rollouts run on its policy servers, which take each published policy as an adapter.
@@ -337,9 +343,24 @@ def _end(run: TrainingRun, attempt: int, status: str, **fields: Any) -> bool:
     return TrainingRun.end(run.pk, status, attempt=attempt, heartbeat_at=timezone.now(), **fields)
 
 
+def _give_back(run: TrainingRun, attempt: int, why: str) -> None:
+    """A training process of this attempt died: queue the run again to resume from its last checkpoint,
+    as the reaper does for a dead worker (failed after MAX_ATTEMPTS, cancelled if a stop was asked for)."""
+    log.warning("run %s attempt %d lost a training process: %s", run.pk, attempt, why)
+    log_append(run, f"attempt {attempt} lost a training process: {why}")
+    if TrainingRun.objects.filter(pk=run.pk, stop_requested=True).exists():
+        _end(run, attempt, TrainingRun.Status.CANCELLED)
+    elif attempt >= MAX_ATTEMPTS:
+        _end(run, attempt, TrainingRun.Status.FAILED, error=f"gave up after {attempt} attempts: {why}")
+    elif TrainingRun.release(run.pk, attempt=attempt):
+        log_append(run, f"queued again (attempt {attempt} of {MAX_ATTEMPTS}): resumes from its checkpoint")
+        transaction.on_commit(lambda: _enqueue(run.pk))
+
+
 def training_run_execute(*, run_id: int, worker: str = "") -> TrainingRun | None:
     """Claim the run and train it to the end (succeeded / stopped / failed); None if it is not ours to run."""
     from agent_core.training import runner
+    from agent_core.training.dist_job import ProcessLost
 
     worker = worker or f"{socket.gethostname()}:{os.getpid()}"
     run = _claim(run_id, worker)
@@ -379,9 +400,12 @@ def training_run_execute(*, run_id: int, worker: str = "") -> TrainingRun | None
             source = DBRolloutSource(run, dict(run.config))
             kwargs["source"] = source
         with heartbeat(run, attempt=attempt, every_s=heartbeat_seconds(), lost=lost):
-            result = runner.run(spec, hooks, **kwargs)
+            result = run_training(spec, hooks, attempt=attempt, **kwargs)
     except RunLost:
         log.warning("run %s attempt %d: another attempt took it over; this one stops", run.pk, attempt)
+        return TrainingRun.objects.get(pk=run.pk)
+    except ProcessLost as exc:  # one of its torchrun processes died: as if this worker had
+        _give_back(run, attempt, str(exc))
         return TrainingRun.objects.get(pk=run.pk)
     except Exception as exc:
         message = str(exc) if isinstance(exc, runner.TrainingError) else f"{type(exc).__name__}: {exc}"

@@ -7,6 +7,7 @@ urlpatterns = [
     path("", views.run_list, name="run_list"),
     path("launch/", views.run_launch, name="run_launch"),
     path("launch/fields/", views.launch_fields, name="launch_fields"),
+    path("launch/plan/", views.launch_plan_view, name="launch_plan"),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/status/", views.run_status, name="run_status"),
     path("runs/<int:run_id>/log/", views.run_log, name="run_log"),

@@ -9,13 +9,14 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from agent_core.training.config import config_fields
+from agent_core.training.config import ConfigError, config_fields, validate_config
 from webapp.accounts.access import page_requires
 from webapp.catalog.models import TaskSuite
 from webapp.common.params import parse_whole
 from webapp.policies.models import PolicyVersion
 from webapp.training.merging import policy_merge_request
 from webapp.training.models import Checkpoint, PolicyMerge, TrainingRun
+from webapp.training.planning import LaunchPlan, launch_plan
 from webapp.training.promotion import checkpoint_promote
 from webapp.training.selectors import (
     METRIC_GROUPS,
@@ -79,6 +80,28 @@ def _errors_by_field(error: TrainingRunError | None) -> dict[str, str]:
     return out
 
 
+def _posted_config(data: Any, algorithm: str) -> dict[str, str]:
+    """The config fields of `algorithm` the form sent (cfg_<name>), as text."""
+    if algorithm not in TrainingRun.Algorithm.values:
+        return {}
+    return {
+        spec.name: data[f"cfg_{spec.name}"]
+        for spec in config_fields(algorithm)
+        if f"cfg_{spec.name}" in data and spec.name != "suite"
+    }
+
+
+def _plan_of(form: dict[str, str], config: dict[str, str], algorithm: str) -> LaunchPlan:
+    """The memory plan of what the form holds (no estimate while its config is invalid)."""
+    policy_id = parse_whole(form.get("base_policy", ""))
+    policy = PolicyVersion.objects.filter(pk=policy_id).first() if policy_id is not None else None
+    try:
+        clean = validate_config(algorithm, config)
+    except ConfigError as exc:
+        return LaunchPlan(None, f"no estimate until the config is valid ({exc.field}: {exc.message})")
+    return launch_plan(base_policy=policy, algorithm=algorithm, config=clean)
+
+
 def _form_context(
     request: HttpRequest,
     *,
@@ -106,6 +129,7 @@ def _form_context(
         "base_policies": policies_to_train_from(),
         "suites": suites_to_roll_out_on(),
         "pins": dataset_pins_usable(),
+        "launch_plan": _plan_of(form, config or {}, algorithm),
     }
 
 
@@ -159,6 +183,19 @@ def launch_fields(request: HttpRequest) -> HttpResponse:
     return render(request, "training/run_list.html#algorithm_fields", context)
 
 
+@require_GET
+@page_requires("training.launch_training")
+def launch_plan_view(request: HttpRequest) -> HttpResponse:
+    """The launch form's memory plan for what it holds (htmx swaps it when a field changes)."""
+    get = request.GET
+    algorithm = get.get("algorithm", "")
+    if algorithm not in TrainingRun.Algorithm.values:
+        algorithm = TrainingRun.Algorithm.SFT
+    form = {key: get.get(key, "").strip() for key in FORM_FIELDS}
+    plan = _plan_of(form, _posted_config(get, algorithm), algorithm)
+    return render(request, "training/run_list.html#launch_plan", {"launch_plan": plan})
+
+
 @require_POST
 @page_requires("training.launch_training")
 def run_launch(request: HttpRequest) -> HttpResponse:
@@ -166,13 +203,7 @@ def run_launch(request: HttpRequest) -> HttpResponse:
     post = request.POST
     algorithm = post.get("algorithm", "")
     form = {key: post.get(key, "").strip() for key in FORM_FIELDS}
-    config: dict[str, str] = {}
-    if algorithm in TrainingRun.Algorithm.values:
-        config = {
-            spec.name: post[f"cfg_{spec.name}"]
-            for spec in config_fields(algorithm)
-            if f"cfg_{spec.name}" in post and spec.name != "suite"
-        }
+    config = _posted_config(post, algorithm)
     rl = algorithm in (TrainingRun.Algorithm.PPO, TrainingRun.Algorithm.GRPO)
     policy_id, suite_id = parse_whole(form["base_policy"]), parse_whole(form["suite"])
     policy = PolicyVersion.objects.filter(pk=policy_id).first() if policy_id is not None else None

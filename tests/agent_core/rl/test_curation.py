@@ -91,52 +91,56 @@ def test_curator_refuses_inconsistent_settings() -> None:
         curator(window=0)
 
 
-def test_pool_keeps_the_newest_successes_per_task() -> None:
-    pool = ExperiencePool(capacity_per_task=2)
+def test_pool_keeps_the_newest_successes_per_task_instance() -> None:
+    pool = ExperiencePool(2, max_age=2)
     pool.add(episode("a", 0.0, seed=1))
     assert len(pool) == 0
-    for seed in (2, 3, 4):
-        pool.add(episode("a", 1.0, seed=seed))
-    pool.add(episode("b", 1.0, seed=5))
-    assert len(pool) == 3  # a: seeds 3 and 4; b: seed 5
+    for _ in range(3):
+        pool.add(episode("a", 1.0, seed=2))
+    pool.add(episode("a", 1.0, seed=3))
+    pool.add(episode("b", 1.0, seed=2))
+    assert len(pool) == 4  # a#2: its newest 2; a#3; b#2
+    pool.add(RLEpisode("a", 4, 1.0, (), 0))  # a success with no turn teaches nothing: not pooled
+    assert len(pool) == 4
 
 
-def test_pool_injects_a_success_into_an_all_failed_group() -> None:
-    pool = ExperiencePool(capacity_per_task=2)
-    for seed in (2, 3):
-        pool.add(episode("a", 1.0, seed=seed))
-    group = [episode("a", 0.0, seed=10), episode("a", 0.0, seed=11), episode("a", 0.5, seed=12)]
+def test_pool_injects_a_success_into_an_all_failed_group_of_its_instance() -> None:
+    pool = ExperiencePool(2, max_age=2)
+    pool.add(episode("a", 1.0, seed=7, version=0))
+    pool.add(episode("a", 1.0, seed=7, version=1))
+    group = [episode("a", 0.0, seed=7), episode("a", 0.0, seed=7), episode("a", 0.5, seed=7)]
     out, injected = pool.inject(group)
     assert injected
     assert out[:2] == group[:2]
-    assert out[2].seed == 3 and out[2].injected and out[2].success  # the newest pooled success
-    assert group[2].seed == 12  # the caller's list is left alone
+    assert out[2].seed == 7 and out[2].injected and out[2].success  # the newest pooled success
+    assert out[2].policy_version == 1
+    assert group[2].reward == 0.5  # the caller's list is left alone
     # an injected episode is not pooled a second time
     pool.add(out[2])
     assert len(pool) == 2
 
 
 def test_pool_leaves_groups_alone_when_it_should() -> None:
-    pool = ExperiencePool(capacity_per_task=2)
+    pool = ExperiencePool(2, max_age=2)
     pool.add(episode("a", 1.0))
     mixed = [episode("a", 0.0), episode("a", 1.0, seed=1)]
     assert pool.inject(mixed) == (mixed, False)  # a success in the group already
     other = [episode("b", 0.0)]
     assert pool.inject(other) == (other, False)  # nothing pooled for b
     assert pool.inject([]) == ([], False)
-    empty = ExperiencePool(capacity_per_task=0)
+    empty = ExperiencePool(0, max_age=2)
     empty.add(episode("a", 1.0))
     assert len(empty) == 0
 
 
 def test_pool_state_round_trips_through_json_as_episodes() -> None:
-    pool = ExperiencePool(capacity_per_task=3)
+    pool = ExperiencePool(3, max_age=2)
     pool.add(episode("a", 1.0, seed=1, version=4))
     pool.add(episode("b", 1.0, seed=2, version=5))
-    restored = ExperiencePool(capacity_per_task=3)
+    restored = ExperiencePool(3, max_age=2)
     restored.load_state_dict(json.loads(json.dumps(pool.state_dict())))
     assert len(restored) == 2
-    out, injected = restored.inject([episode("a", 0.0, seed=9)])
+    out, injected = restored.inject([episode("a", 0.0, seed=1)])
     assert injected
     assert isinstance(out[0], RLEpisode) and isinstance(out[0].turns[0], RLTurn)
     expected = episode("a", 1.0, seed=1, version=4)

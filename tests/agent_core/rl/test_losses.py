@@ -56,8 +56,9 @@ def test_ppo_loss_with_asymmetric_and_dual_clip() -> None:
 
 
 def test_ppo_loss_without_dual_clip_keeps_the_large_negative_advantage_loss() -> None:
-    # (0,1) stays at 5: (-1.3 + 5 - 1.8 + 1.6 - 0.5) / 5 = 3.0 / 5
-    for dual in (None, 0.0, 1.0):
+    # (0,1) stays at 5: (-1.3 + 5 - 1.8 + 1.6 - 0.5) / 5 = 3.0 / 5. A c in (0, 1] is refused, not
+    # taken for "off" (tests/agent_core/training/test_grpo_audit.py).
+    for dual in (None, 0.0):
         loss, stats = ppo_policy_loss(_logprobs(), OLD, ADV, MASK, eps_low=0.2, eps_high=0.3, dual_clip=dual)
         assert_close(loss, torch.tensor(0.6))
         assert stats["dual_clip_frac"] == 0.0

@@ -211,7 +211,7 @@ class TurnlessSource(ToySource):
 
 def test_an_rl_run_that_trains_no_turn_fails_saying_why(sft_policy: Path, tmp_path: Path) -> None:
     """GRPO groups that all score alike (or episodes with no sampled turn) train nothing: the run must
-    not end as succeeded with its starting weights."""
+    not end as succeeded with its starting weights, nor sample on for ever (dynamic sampling)."""
     cfg = validate_config("grpo", {**RL, "group_size": 2, "min_rollouts": 2, "max_rollouts": 2})
     agreed = PairSource("x", "x")  # every rollout the same wrong answer: all fail alike
     agreed.poll = lambda timeout: [  # type: ignore[method-assign]
@@ -219,7 +219,7 @@ def test_an_rl_run_that_trains_no_turn_fails_saying_why(sft_policy: Path, tmp_pa
     ]
     with pytest.raises(TrainingError) as err:
         run(RunSpec("grpo", cfg, sft_policy, tmp_path / "agreed"), NullHooks(quiet=True), source=agreed)
-    assert "trained the policy on 0 turns in 2 iteration(s)" in str(err.value)
+    assert "stopped at iteration 1: the last 16 episodes were all unusable" in str(err.value)
     found = __import__("re").search(
         r"(\d+) group\(s\) of rollouts all scored alike \((\d+) all failed, 0 all", str(err.value)
     )

@@ -121,7 +121,7 @@ def test_publish_makes_a_sampling_local_policy_version_of_the_checkpoint(run, ti
     v0 = PolicyVersion.objects.get(name=f"run-{run.pk}-v0")
     assert v0.backend == "local" and v0.checkpoint is None and v0.is_active
     assert v0.model_name == "training/run/checkpoints/step-000000"  # relative to the var dir
-    assert v0.config == {**tiny_base.config, "temperature": 0.9, "max_new_tokens": 24}
+    assert v0.config == {**tiny_base.config, "temperature": 0.9, "max_new_tokens": 24, "top_p": 1.0}
     assert v0.lineage["training_run"] == run.pk and v0.lineage["version"] == 0
     policy = policy_for(v0)
     assert policy.model_path == Path(settings.VAR_DIR) / "training/run/checkpoints/step-000000"
