@@ -115,6 +115,18 @@ METRIC_GROUPS: list[dict[str, Any]] = [
     ),
     _group("speed", "Tokens per second and step time (s)", ["train/tokens_per_s"], ["train/step_time_s"]),
     _group("env", "Environment utilisation and policy lag", ["rl/env_utilisation"], ["rl/policy_lag"]),
+    _group(
+        "sampling",
+        "Dynamic sampling: episodes sampled and trained on, groups that all agreed",
+        ["rl/sampled_episodes", "rl/episodes"],
+        ["rl/groups_uninformative"],
+    ),
+    _group(
+        "critic",
+        "PPO: critic's explained variance before the update, and policy λ",
+        ["rl/critic_ev"],
+        ["rl/lambda_policy"],
+    ),
     _group("loss", "Loss and learning rate", ["train/loss"], ["train/lr"]),
 ]
 
