@@ -183,12 +183,16 @@ def version_diff(request: HttpRequest) -> HttpResponse:
 @page_requires("datasets.view_flywheeliteration")
 def flywheel(request: HttpRequest) -> HttpResponse:
     """Per round: counts by source, P(V=1) (and whether it rises), per suite and per task."""
+    # The round being closed is read before the closed ones: a round that finishes between the two
+    # reads is then in the second (read the other way round, it was in neither, and the page showed
+    # no round and polled for none).
+    closing = round_closing()
     rounds = list(rounds_closed())
     chosen = request.GET.get("round")
     selected = next((r for r in rounds if str(r.number) == chosen), rounds[-1] if rounds else None)
     context = {
         "rounds": rounds,
-        "closing": round_closing(),
+        "closing": closing,
         "trend": rounds_trend(rounds=rounds),
         "selected": selected,
         "can_close": request.user.has_perm("datasets.close_flywheel_round"),

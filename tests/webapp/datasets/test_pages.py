@@ -150,3 +150,23 @@ def test_the_version_page_names_who_and_what_its_lineage_records(client_for, per
     assert "ui-tars-round-3" in cell("lineage-policies") and f">{policy.pk}<" not in cell("lineage-policies")
     assert cell("lineage-reviews") == "1 review"
     assert cell("lineage-sources") == "agent: 1 episode · human: 1 episode"
+
+
+def test_a_round_that_finishes_while_the_page_renders_is_shown_or_polled_for(client_for, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The worker can finish a round between the page's reads: the page must then show the round, or
+    still poll for it, never neither (seen in the end-to-end loop: no row and no polling)."""
+    from webapp.datasets import views
+    from webapp.datasets.rounds import flywheel_round_start
+
+    build_episode(steps=GOOD, reward=1.0)
+    iteration = flywheel_round_start()
+    real = views.rounds_closed
+
+    def read_then_the_worker_finishes():  # type: ignore[no-untyped-def]
+        rounds = list(real())
+        flywheel_round_close(iteration=iteration)
+        return rounds
+
+    monkeypatch.setattr(views, "rounds_closed", read_then_the_worker_finishes)
+    html = client_for("admin").get(reverse("datasets:flywheel")).content.decode()
+    assert 'data-testid="round-row"' in html or 'hx-trigger="every 1s"' in html, html
