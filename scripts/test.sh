@@ -40,9 +40,10 @@ rm -rf "$logs" && mkdir -p "$logs"
 if [ "${VERIFY:-0}" = 1 ]; then
   start_redis
   phase_end services
-  echo "[test] the long sweeps in full (FULL_SWEEPS=1)"
-  FULL_SWEEPS=1 pytest -m sweep -p no:cacheprovider --durations=10 "$@" 2>&1 | tee "$logs/sweeps.log" \
-    || status=$?
+  echo "[test] the long sweeps in full (FULL_SWEEPS=1), the benchmarks' runs on the inference engine too"
+  scripts/vllm-env.sh > "$logs/vllm-env.log" 2>&1 || { tail -20 "$logs/vllm-env.log"; status=1; }
+  FULL_SWEEPS=1 VLLM_PYTHON=$PWD/.venv-vllm/bin/python pytest -m sweep -p no:cacheprovider --durations=10 "$@" \
+    2>&1 | tee "$logs/sweeps.log" || status=$?
   phase_end sweeps
 else
   echo "[test] lint: ruff, mypy"
@@ -76,7 +77,7 @@ else
     phase_end postgres
     echo "[test] the inference engine: a real vLLM server (marked vllm), on PostgreSQL"
     if wait "$vllm_env_pid"; then
-      VLLM_PYTHON=$PWD/.venv-vllm/bin/python pytest -m vllm --durations=10 "$@" 2>&1 \
+      VLLM_PYTHON=$PWD/.venv-vllm/bin/python pytest -m "vllm and not sweep" --durations=10 "$@" 2>&1 \
         | tee "$logs/serving.log" || status=$?
     else
       echo "[test] scripts/vllm-env.sh failed:"; grep -v "^WARNING: Location" "$logs/vllm-env.log" | tail -20

@@ -2,7 +2,9 @@
 engine, then a LoRA adapter hot-loaded mid-batch without losing a step.
 
 Parts (a)-(c) on the smallest batch; the rolling update (d) starts three more engines (some six minutes on
-the 2-core CI machine), which the bench's own run covers. Figures are printed, never asserted on."""
+the 2-core CI machine), which the bench's own run covers. Figures are printed, never asserted on. A
+`make verify-suites` sweep: the engine it measures is tested through the real thing in make test's
+serving phase (test_vllm_real.py, the served-rollouts end-to-end test)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 from tests.agent_core.serving.vllm_proc import vllm_python
 from tests.procs import ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.sweep]
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
