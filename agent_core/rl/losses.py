@@ -36,6 +36,14 @@ def truncated_is_weights(old_logprobs: Any, rollout_logprobs: Any, cap: float) -
     return torch.exp(log_ratio.clamp(-_LOG_RATIO_LIMIT, _LOG_RATIO_LIMIT)).clamp(max=cap)
 
 
+def _clipped_surrogate(adv: Any, ratio: Any, eps_low: float, eps_high: float) -> tuple[Any, Any]:
+    """max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)) and where the clipped term is the larger."""
+    torch = _torch()
+    pg1 = -adv * ratio
+    pg2 = -adv * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
+    return torch.maximum(pg1, pg2), pg2 > pg1
+
+
 def ppo_policy_loss(
     logprobs: Any,
     old_logprobs: Any,
@@ -61,10 +69,7 @@ def ppo_policy_loss(
     ratio = torch.exp(log_ratio)
 
     # --- clipped surrogate (asymmetric: DAPO's clip-higher lets rare tokens grow more than they shrink)
-    pg1 = -adv * ratio
-    pg2 = -adv * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
-    loss_tok = torch.maximum(pg1, pg2)
-    clipped = pg2 > pg1
+    loss_tok, clipped = _clipped_surrogate(adv, ratio, eps_low, eps_high)
 
     # --- dual clip: for negative advantages the loss above is unbounded in the ratio; cap it at -A*c
     loss_tok, dual = _dual_clip(loss_tok, adv, dual_clip)
@@ -125,10 +130,7 @@ def gspo_policy_loss(
     ratio = torch.exp(seq_log_ratio.clamp(-_LOG_RATIO_LIMIT, _LOG_RATIO_LIMIT))
 
     # --- clipped surrogate per sequence (asymmetric, as the token-level loss)
-    pg1 = -adv * ratio
-    pg2 = -adv * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
-    loss_seq = torch.maximum(pg1, pg2)
-    clipped = pg2 > pg1
+    loss_seq, clipped = _clipped_surrogate(adv, ratio, eps_low, eps_high)
     loss_seq, dual = _dual_clip(loss_seq, adv, dual_clip)
     if is_weights is not None:
         loss_seq = loss_seq * masked_mean(is_weights.detach(), m, dim=-1)
