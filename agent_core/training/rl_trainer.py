@@ -36,9 +36,11 @@ from agent_core.training.untrained import why_untrained
 
 ALGORITHMS: dict[str, Callable[[Mapping[str, Any]], Algorithm]] = {"ppo": PPO, "grpo": GRPO}
 UNUSABLE_LIMIT = 4
-"""An RL run fails once this many iterations' worth of episodes in a row were unusable (stale, with no
-sampled turn, or in a group that all scored alike): rollouts that can never train the policy must not
-keep a worker busy for ever."""
+"""An RL run fails once this many iterations' worth of unusable rollouts came in a row, each stale or
+turnless episode counting one and each group that all scored alike counting one (not one per episode:
+a task the policy mostly solves gives runs of all-solved groups that dynamic sampling must wait out;
+counted per episode, 8 such groups of 8 in a row stopped a healthy run in bench/rl_eval.py): rollouts
+that can never train the policy must not keep a worker busy for ever."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,8 @@ class RLTrainer(Trainer):
         # fails with the reasons counted below, rather than passing its starting weights off as a result.
         self.turns_trained = int(self.state.get("turns_trained", 0))
         self.untrained: Counter[str] = Counter()
-        self.unusable_run = 0  # episodes since the last group training could use
+        self.unusable_run = 0  # unusable episodes and agreeing groups since the last usable group
+        self.unusable_episodes = 0  # the episodes of that run (for the message)
         self.sampled = 0  # episodes that came back in this collection (DAPO's dynamic sampling)
         self.agreed: list[list[RLEpisode]] = []  # and its groups that had nothing to teach
         self.unpublished = 0  # turns trained since the last published version
@@ -173,7 +176,7 @@ class RLTrainer(Trainer):
                 return None
             if self.unusable_run >= UNUSABLE_LIMIT * want:
                 # Waiting on would never end: say why nothing can be trained instead of hanging.
-                raise TrainingError(self._why_untrained(self.step, waiting=self.unusable_run))
+                raise TrainingError(self._why_untrained(self.step, waiting=self.unusable_episodes))
             self._top_up(source, tasks)
             polled = source.poll(timeout=1.0)
             self.sampled += len(polled)
@@ -199,6 +202,7 @@ class RLTrainer(Trainer):
             self.dropped += 1  # its group completes with one fewer
             self.untrained["stale" if ep.turns else "turnless"] += 1
             self.unusable_run += 1
+            self.unusable_episodes += 1
         else:
             self.buffers[key].append(ep)
         if left > 1:
@@ -211,9 +215,10 @@ class RLTrainer(Trainer):
             solved = all(e.success for e in group)
             self.untrained["agreed_solved" if solved else "agreed_failed"] += 1
             self.agreed.append(group)
-            self.unusable_run += len(group)
+            self.unusable_run += 1
+            self.unusable_episodes += len(group)
             return None
-        self.unusable_run = 0
+        self.unusable_run = self.unusable_episodes = 0
         return group
 
     # --- the update ---

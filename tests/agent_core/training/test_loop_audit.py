@@ -134,9 +134,10 @@ def test_rollouts_that_never_disagree_fail_the_run_saying_why_and_publish_nothin
         run(RunSpec("grpo", validate_config("grpo", GRPO), base, tmp_path), NullHooks(quiet=True),
             source=source)  # fmt: skip
     message = str(err.value)
-    # UNUSABLE_LIMIT (4) iterations' worth (2 episodes) of agreeing episodes in a row: 8, in 4 groups.
-    assert "GRPO stopped at iteration 1: the last 8 episodes were all unusable" in message
-    assert "4 group(s) of rollouts all scored alike (2 all failed, 2 all solved)" in message
+    # UNUSABLE_LIMIT (4) iterations' worth (2) of agreeing groups in a row, each counting one: 8 groups,
+    # 16 episodes (a group counted per episode stopped healthy runs on mostly solved tasks).
+    assert "GRPO stopped at iteration 1: the last 16 episodes were all unusable" in message
+    assert "8 group(s) of rollouts all scored alike (4 all failed, 4 all solved)" in message
     assert source.published == [0]  # before, every empty iteration published a new version
 
 
@@ -260,3 +261,14 @@ def test_a_resumed_rl_run_draws_the_numbers_the_uninterrupted_one_would_have(
     spec = RunSpec("ppo", validate_config("ppo", cfg), base, tmp_path / "half", resume_from=half.checkpoint)
     run(spec, NullHooks(quiet=True), source=rest)
     assert rest.draws == whole.draws[len(first.draws) :]
+
+
+def test_a_mostly_solved_task_waits_out_a_run_of_agreeing_groups(base: Path, tmp_path: Path) -> None:
+    """Seven all-solved groups, then one that disagrees: sampling goes on and the run trains. Counted per
+    episode (2 per group), the run had stopped after 4 groups, as a mostly solved task in bench/rl_eval.py
+    stopped a healthy run."""
+    source = ScriptedSource(cycle(*([(1.0, 1.0)] * 7), (0.0, 1.0)))
+    hooks = LogHooks()
+    result = run(RunSpec("grpo", validate_config("grpo", GRPO), base, tmp_path), hooks, source=source)
+    assert result.status == "succeeded"
+    assert all(m["rl/turns_trained"] > 0 for _, m in hooks.metrics)

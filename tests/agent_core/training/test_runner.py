@@ -219,7 +219,8 @@ def test_an_rl_run_that_trains_no_turn_fails_saying_why(sft_policy: Path, tmp_pa
     ]
     with pytest.raises(TrainingError) as err:
         run(RunSpec("grpo", cfg, sft_policy, tmp_path / "agreed"), NullHooks(quiet=True), source=agreed)
-    assert "stopped at iteration 1: the last 16 episodes were all unusable" in str(err.value)
+    # 4 iterations' worth (4) of agreeing groups of 2 in a row: 16 groups, 32 episodes.
+    assert "stopped at iteration 1: the last 32 episodes were all unusable" in str(err.value)
     found = __import__("re").search(
         r"(\d+) group\(s\) of rollouts all scored alike \((\d+) all failed, 0 all", str(err.value)
     )
