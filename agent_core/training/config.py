@@ -64,7 +64,8 @@ COMMON = (
     _f("keep_checkpoints", int, 0, "Keep only the newest N checkpoint directories (0: keep all)", 0, 10_000),
     _f("device", str, "auto", "Where to train: auto (cuda when there is one), cpu or cuda", choices=("auto", "cpu", "cuda")),
     _f("dtype", str, "float32", "Weights dtype while training", choices=("float32", "bfloat16")),
-    _f("processes", int, 1, "Training processes (torchrun with DDP: gloo on CPU, nccl on CUDA, one GPU each); SFT only for now", 1, 64),
+    _f("processes", int, 1, "Training processes (torchrun, DDP or FSDP2 as sharding says: gloo on CPU, nccl on CUDA, one GPU each); SFT only for now", 1, 64),
+    _f("sharding", str, "ddp", "How processes > 1 hold the model: ddp (each a whole replica; enough for LoRA and for models one device holds) or fsdp (FSDP2: weights, gradients and AdamW moments split across the processes, for full fine-tuning of a model one device cannot hold)", choices=("ddp", "fsdp")),
     _f("gradient_checkpointing", str, "off", "Recompute activations in the backward pass instead of keeping them (less memory, slower; for big models on GPUs)", choices=("off", "on")),
 )  # fmt: skip
 
@@ -229,17 +230,25 @@ def _lora_targets(value: str) -> str:
 def _process_problems(algorithm: str, out: Mapping[str, Any]) -> list[ConfigError]:
     """What is wrong with `processes` for this algorithm and batch size (valid fields only)."""
     processes = out.get("processes")
+    errors = []
+    if out.get("sharding") == "fsdp":
+        if out.get("lora") == "on":
+            why = "fsdp shards full fine-tuning; a LoRA adapter is small enough for ddp to replicate: set ddp"
+            errors.append(ConfigError("sharding", f"{why} (or lora off)"))
+        elif processes == 1:
+            errors.append(ConfigError("sharding", "fsdp splits the model across processes: set processes "
+                                      "above 1, or sharding ddp"))  # fmt: skip
     if processes is None or processes == 1:
-        return []
+        return errors
     if algorithm in ("ppo", "grpo"):
         # The RL loop (rollout source, curation, critic) runs in one process; only SFT is sharded.
         why = f"{algorithm} trains in one process for now (its rollout loop is not distributed); set 1"
-        return [ConfigError("processes", f"{why}, got {processes}")]
+        return [*errors, ConfigError("processes", f"{why}, got {processes}")]
     batch = out.get("batch_size")
     if batch is not None and batch < processes:
         why = f"must be at least processes ({processes}): each process trains on a share of every batch"
-        return [ConfigError("batch_size", f"{why}, got {batch}")]
-    return []
+        errors.append(ConfigError("batch_size", f"{why}, got {batch}"))
+    return errors
 
 
 def _grpo_problems(out: Mapping[str, Any]) -> list[ConfigError]:

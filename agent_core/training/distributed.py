@@ -29,7 +29,8 @@ Multi-node is the same launch on every node with a rendezvous address in place o
 The run directory must be on storage every node mounts at the same path (checkpoints, the job folder):
 rank 0 may land on any node, and it reports through that folder.
 
-FSDP2 (`fully_shard`) is not offered yet: only DDP, which keeps a full replica per rank.
+With `sharding: fsdp` the ranks shard the model instead of replicating it (FSDP2, fsdp.py): full
+fine-tuning of a model whose weights, gradients and AdamW moments one device cannot hold.
 """
 
 from __future__ import annotations
@@ -146,7 +147,8 @@ def teardown() -> None:
 def prepare_model(model: Any, cfg: Mapping[str, Any], dist: Dist, device: str) -> Any:
     """Gradient checkpointing as the config asks, then the module a step runs forward through: the
     model itself in one process, its DDP wrapper under torchrun (saving and the optimizer keep using
-    the bare model, whose parameters the wrapper shares)."""
+    the bare model, whose parameters the wrapper shares), or the model sharded in place by FSDP2
+    (`sharding: fsdp`; the optimizer must be built after this, over the sharded parameters)."""
     if cfg.get("gradient_checkpointing") == "on":
         # Non-reentrant: works with frozen inputs (LoRA) and with DDP's gradient hooks.
         kwargs = {"use_reentrant": False}
@@ -158,6 +160,10 @@ def prepare_model(model: Any, cfg: Mapping[str, Any], dist: Dist, device: str) -
         # and transformers turns the cache off by itself in a training forward with checkpointing.
     if not dist.active:
         return model
+    if cfg.get("sharding") == "fsdp":  # FSDP2: the module itself, its parameters sharded in place
+        from agent_core.training.fsdp import shard
+
+        return shard(model)
     ddp = lazy("torch.nn.parallel").DistributedDataParallel
     ids = [int(device.split(":", 1)[1])] if device.startswith("cuda:") else None
     return ddp(model, device_ids=ids)

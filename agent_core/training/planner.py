@@ -20,9 +20,12 @@ vision-language models) and a run's config, `plan_run` estimates the bytes one t
   frozen backbone with its own adapter), the reference model when kl_coef > 0, DDP's gradient buckets
   with processes > 1, and an overhead (CUDA context, allocator slack).
 
-DDP replicates (no ZeRO-style sharding): every process holds the whole model, its gradients and AdamW
-moments, so more processes lower only the activations (each trains on its share of the batch), and on
-CPU they share one machine's RAM. The time estimate is the usual 6 × parameters FLOPs per token (4 for
+DDP (`sharding: ddp`) replicates: every process holds the whole model, its gradients and AdamW moments,
+so more processes lower only the activations (each trains on its share of the batch), and on CPU they
+share one machine's RAM. FSDP2 (`sharding: fsdp`, fsdp.py) keeps 1/N of the weights, gradients and
+moments per process, plus the gathered full parameters of the layers in flight (two decoder layers:
+the one computing and the one prefetched) and of the unsharded root (embeddings, lm_head).
+The time estimate is the usual 6 × parameters FLOPs per token (4 for
 LoRA, whose frozen weights get no weight gradient) over an assumed device throughput: a rough guide,
 labelled as such. Pure Python: the web app imports it without torch.
 """
@@ -275,6 +278,12 @@ class Plan:
         return self.subtotal + self.overhead
 
     @property
+    def sharded(self) -> bool:
+        """Whether the processes shard the model (FSDP2) rather than each holding a replica (DDP)."""
+        fsdp = str(self.config.get("sharding", "ddp")) == "fsdp"
+        return self.processes > 1 and fsdp and self.method == "full"
+
+    @property
     def checkpointing(self) -> bool:
         return str(self.config.get("gradient_checkpointing", "off")) == "on"
 
@@ -309,7 +318,7 @@ class Plan:
         said = "; or ".join(f.text for f in fixes) if fixes else (
             "nothing in the config makes it fit: choose a smaller base model or a device with more memory"
         )  # fmt: skip
-        if self.processes > 1:
+        if self.processes > 1 and not self.sharded:
             said += (
                 f". More processes only split the batch: under DDP each of the {self.processes} holds "
                 "a whole copy of the model, its gradients and AdamW moments"
@@ -364,11 +373,24 @@ def plan_run(shape: ModelShape, algorithm: str, cfg: Mapping[str, Any]) -> Plan:
         # after the policy's have been freed, so they are not counted again.
         critic = weights + gradients + optimizer + (shape.hidden + 1) * 4 * 4
     reference = params * width if float(cfg.get("kl_coef", 0.0) or 0.0) > 0 else 0
-    ddp = gradients if processes > 1 else 0
+    fsdp = processes > 1 and str(cfg.get("sharding", "ddp")) == "fsdp" and not lora
+    ddp = gradients if processes > 1 and not fsdp else 0
+    if fsdp:  # 1/N of each per process, plus the full parameters of what is being computed
+        gathered = (2 * shape.layer_params + (params - shape.layers * shape.layer_params)) * width
+        weights = math.ceil(weights / processes) + gathered
+        gradients = math.ceil(gradients / processes) + gathered
+        optimizer = math.ceil(optimizer / processes)
+        if critic:
+            critic = math.ceil(critic / processes) + 2 * gathered
     flops_per_token = (4 if lora else 6) * params * (2 if algorithm == "ppo" else 1)
     flops_per_token += 2 * params if reference else 0
     notes = []
-    if processes > 1:
+    if fsdp:
+        notes.append(
+            f"under FSDP2 each process holds 1/{processes} of the weights, gradients and AdamW moments, "
+            "plus the full weights of the layers being computed"
+        )
+    elif processes > 1:
         notes.append(
             "under DDP each process holds a whole copy of the model: processes lower only the activations"
         )
@@ -407,7 +429,13 @@ def suggest(plan: Plan, device_bytes: int) -> list[Fix]:
             fixes.append(Fix(name, value, total, f"{text} (est. {_gib(total)})"))
 
     if str(cfg.get("lora", "off")) != "on":
-        attempt("lora", "on", f"use LoRA r={cfg.get('lora_r', 16)}: set lora to on")
+        if str(cfg.get("sharding", "ddp")) == "fsdp":
+            attempt("lora", "on", f"use LoRA r={cfg.get('lora_r', 16)}: set lora to on, sharding to ddp")
+        else:
+            attempt("lora", "on", f"use LoRA r={cfg.get('lora_r', 16)}: set lora to on")
+        if plan.processes > 1 and str(cfg.get("sharding", "ddp")) != "fsdp":
+            attempt("sharding", "fsdp", f"split the model across the {plan.processes} processes: set "
+                    "sharding to fsdp")  # fmt: skip
     if str(cfg.get("dtype", "float32")) == "float32":
         attempt("dtype", "bfloat16", "train in bfloat16: set dtype to bfloat16")
     if "gradient_checkpointing" in cfg and cfg["gradient_checkpointing"] != "on":

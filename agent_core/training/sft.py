@@ -66,7 +66,7 @@ class SFTTrainer(Trainer):
         self.hooks.on_log(
             f"SFT on {n} examples ({tokens} tokens, {sum(len(s.response) for s in data)} target tokens; "
             f"encoded in {time.monotonic() - t0:.1f} s): {total} steps of {bs} on {self.device}"
-            + (f" x {self.dist.world} processes" if self.dist.active else "")
+            + (f" x {self.dist.world} processes ({self.sharding})" if self.dist.active else "")
         )
         index = _shuffled(n, int(self.cfg["seed"]))
         warmup = int(self.cfg["warmup_steps"])

@@ -27,6 +27,7 @@ from agent_core.training.checkpoints import (
 from agent_core.training.distributed import current as current_dist
 from agent_core.training.distributed import prepare_model
 from agent_core.training.errors import TrainingError, lazy
+from agent_core.training.fsdp import NAMED, full_state, is_sharded, load_optimizer
 from agent_core.training.lora import LoraSettings, describe, save_adapter, trainable_parameters
 from agent_core.training.model_io import load_policy_model, pick_device
 from agent_core.training.rng import rng_state, set_rng_state
@@ -58,6 +59,13 @@ class Trainer:
         )
         self.lora_base = self._lora_base(start)
         self.forward_model = prepare_model(self.model, self.cfg, self.dist, self.device)
+        self.sharded = is_sharded(self.model)
+        self.sharding = "FSDP2" if self.sharded else "DDP"  # how the processes hold the model (several)
+        if self.sharded:
+            local = sum(p.to_local().numel() for p in self.model.parameters())
+            total = sum(p.numel() for p in self.model.parameters())
+            self.hooks.on_log(f"FSDP2: each process holds 1/{self.dist.world} of the weights "
+                              f"(rank {self.dist.rank}: {local:,} of {total:,} values)")  # fmt: skip
         self.tokenizer = self.codec.tokenizer
         self.too_long = 0  # samples skipped for max_seq_len (VLM ones always, RL turns: never cut)
         self.torch.manual_seed(int(self.cfg["seed"]))
@@ -69,7 +77,9 @@ class Trainer:
         self.state: dict[str, Any] = {}
         if spec.resume_from:
             self.state = self.torch.load(start / STATE_FILE, map_location=self.device, weights_only=False)
-            self.optimizer.load_state_dict(self.state["optimizer"])
+            load_optimizer(
+                self.model, self.optimizer, self.state["optimizer"], self.state.get("optimizer_keys")
+            )
             self.step = int(self.state["step"])
             set_rng_state(self.state.get("rng"))  # the random streams go on where the checkpoint left them
             self.hooks.on_log(f"resumed from {start.name} (step {self.step})")
@@ -102,15 +112,21 @@ class Trainer:
             return {}
 
     def _clip(self, params: Iterable[Any]) -> float:
+        """Clip the gradient norm to grad_clip (0: measure it only); the norm before clipping."""
         limit = float(self.cfg["grad_clip"])
-        if limit <= 0:
-            norms = [p.grad.detach().norm() for p in params if p.grad is not None]
-            return float(self.torch.stack(norms).norm()) if norms else 0.0
-        return float(self.torch.nn.utils.clip_grad_norm_(list(params), limit))
+        params = [p for p in params if p.grad is not None]
+        if not params:
+            return 0.0
+        # An infinite bound clips nothing. Under FSDP2 the norm is a DTensor over every rank's shards.
+        norm = self.torch.nn.utils.clip_grad_norm_(params, limit if limit > 0 else float("inf"))
+        return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
 
     def save(self, extra: Mapping[str, Any], metrics: Mapping[str, float]) -> Path:
         """A checkpoint at the current step (atomic: a temporary directory renamed into place)."""
         final = checkpoint_dir(self.out_dir, self.step)
+        weights: dict[str, Any] | None = None
+        if self.sharded:  # every rank takes part in gathering the full weights and moments
+            weights, moments = full_state(self.model, self.optimizer)
         if not self.dist.is_main:  # rank 0 alone writes (every rank holds the same weights and state)
             self.dist.barrier()
             return final
@@ -120,7 +136,7 @@ class Trainer:
         if self.lora_base is not None:
             save_adapter(self.model, tmp, self.lora_base)
         else:
-            self.model.save_pretrained(str(tmp))
+            self.model.save_pretrained(str(tmp), **({"state_dict": weights} if weights is not None else {}))
         self.codec.save(tmp)
         lineage = {
             **{k: v for k, v in self.lineage.items() if k in ("base", "seed", "built_by")},
@@ -129,7 +145,11 @@ class Trainer:
             "parent": str(self.start_dir),
         }
         (tmp / LINEAGE_FILE).write_text(json.dumps(lineage, indent=2))
-        state = {"step": self.step, "optimizer": self.optimizer.state_dict(), "rng": rng_state(), **extra}
+        state = {"step": self.step, "rng": rng_state(), **extra}
+        if weights is not None:  # FSDP2's full optimizer state is keyed by parameter name
+            state |= {"optimizer": moments, "optimizer_keys": NAMED}
+        else:
+            state["optimizer"] = self.optimizer.state_dict()
         self.torch.save(state, tmp / STATE_FILE)
         install(tmp, final)  # a checkpoint of this step saved before is replaced, its KEEP markers kept
         pruned = prune(self.out_dir, int(self.cfg.get("keep_checkpoints", 0)))

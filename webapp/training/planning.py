@@ -118,7 +118,8 @@ class LaunchPlan:
         if (plan := self.plan) is None:
             return ""
         trained = "" if plan.method == "full" else f" ({plan.trainable:,} trained)"
-        processes = f", {plan.processes} processes (DDP)" if plan.processes > 1 else ""
+        how = "FSDP2" if plan.sharded else "DDP"
+        processes = f", {plan.processes} processes ({how})" if plan.processes > 1 else ""
         return (
             f"est. {plan.total / GIB:.1f} GiB per process: {plan.params:,} parameters, {plan.method}"
             f"{trained}, {plan.dtype}, {plan.micro_batch} × {plan.seq_len} tokens per forward{processes}"

@@ -105,6 +105,11 @@ def test_processes_is_refused_for_rl_and_above_the_batch_size() -> None:
     with pytest.raises(ConfigError) as err:
         validate_config("sft", {"processes": 65})
     assert err.value.field == "processes"
+    for wrong in ({"processes": 2, "sharding": "fsdp", "lora": "on"}, {"sharding": "fsdp"}):
+        with pytest.raises(ConfigError) as err:
+            validate_config("sft", wrong)
+        assert err.value.field == "sharding", wrong
+    assert validate_config("sft", {"processes": 2, "sharding": "fsdp"})["sharding"] == "fsdp"
     assert validate_config("sft", {})["processes"] == 1
 
 
@@ -127,24 +132,44 @@ def test_gradient_checkpointing_recomputes_the_same_steps(base: Path, tmp_path: 
 
 
 @pytest.mark.slow
-def test_two_processes_give_the_one_process_loss_curve(base: Path, tmp_path: Path) -> None:
+def test_two_processes_give_the_one_process_loss_curve_replicated_or_sharded(
+    base: Path, tmp_path: Path
+) -> None:
     examples = oracle_examples(TASKS, range(8))
     one = Recorder()
     run(RunSpec("sft", config(), base, tmp_path / "one"), one, examples=examples)
-    two = Recorder()
-    spec = RunSpec("sft", config(processes=2), base, tmp_path / "two")
-    result = run_distributed(spec, two, examples=examples, job_dir=tmp_path / "two" / "job", processes=2)
+    for sharding, said in (("ddp", "DDP"), ("fsdp", "FSDP2")):
+        two = Recorder()
+        spec = RunSpec("sft", config(processes=2, sharding=sharding), base, tmp_path / sharding)
+        job = tmp_path / sharding / "job"
+        result = run_distributed(spec, two, examples=examples, job_dir=job, processes=2)
 
-    assert (result.status, result.step) == ("succeeded", STEPS)
-    assert close(losses(two), losses(one)), (losses(two), losses(one))
-    worst = max(abs(losses(two)[k] / losses(one)[k] - 1) for k in losses(one))
-    print(f"2 processes vs 1: largest relative loss difference {worst:.1e} over {STEPS} steps")
-    assert close(losses(two, "train/grad_norm"), losses(one, "train/grad_norm"))
-    # Rank 0 alone reported: each step and checkpoint once, and the run says it ran on 2 processes.
-    assert [s for s, _ in two.checkpoints] == [3, 6] == [s for s, _ in one.checkpoints]
-    assert any(line.endswith("x 2 processes") for line in two.lines), two.lines
-    assert result.checkpoint == latest_checkpoint(tmp_path / "two") == two.checkpoints[-1][1]
-    assert (result.checkpoint / STATE_FILE).is_file()
+        assert (result.status, result.step) == ("succeeded", STEPS)
+        assert close(losses(two), losses(one)), (sharding, losses(two), losses(one))
+        worst = max(abs(losses(two)[k] / losses(one)[k] - 1) for k in losses(one))
+        print(f"2 processes ({said}) vs 1: largest relative loss difference {worst:.1e} over {STEPS} steps")
+        assert close(losses(two, "train/grad_norm"), losses(one, "train/grad_norm"))
+        # Rank 0 alone reported: each step and checkpoint once, and the run says how it ran.
+        assert [s for s, _ in two.checkpoints] == [3, 6] == [s for s, _ in one.checkpoints]
+        assert any(line.endswith(f"x 2 processes ({said})") for line in two.lines), two.lines
+        assert result.checkpoint == latest_checkpoint(tmp_path / sharding) == two.checkpoints[-1][1]
+        assert (result.checkpoint / STATE_FILE).is_file()
+    # FSDP2's checkpoints are whole models: the same weights as the one-process run's.
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    sharded, whole = (
+        load_file(latest_checkpoint(tmp_path / d) / "model.safetensors") for d in ("fsdp", "one")
+    )
+    assert sharded.keys() == whole.keys()
+    assert all(torch.allclose(sharded[k], whole[k], rtol=1e-4, atol=1e-5) for k in whole)
+    # Each rank held half of the weights, and its optimizer state saved by name resumes in one process
+    # where the unbroken one-process run went.
+    assert any("holds 1/2 of the weights" in line for line in two.lines), two.lines
+    at_three = tmp_path / "fsdp" / "checkpoints" / "step-000003"
+    resumed = Recorder()
+    run(RunSpec("sft", config(), base, tmp_path / "fsdp", resume_from=at_three), resumed, examples=examples)
+    assert close(losses(resumed), {s: v for s, v in losses(one).items() if s > 3}), losses(resumed)
 
 
 @pytest.mark.slow
