@@ -59,8 +59,13 @@ class ToyPage:
         return abs(action.x - x) <= 8 and abs(action.y - y) <= 6
 
 
-def oracle_examples(tasks: list[str], seeds: range) -> list[Any]:
-    """SFT examples of the right click on each (task, seed) page, as a demonstrator would give."""
+def oracle_examples(tasks: list[str], seeds: range, *, mistakes: float = 0.0) -> list[Any]:
+    """SFT examples of the right click on each (task, seed) page, as a demonstrator would give.
+
+    `mistakes`: the share of pages (with more than one button; drawn per page, reproducibly) on which
+    the demonstrator clicks another button than the one named, with a thought that says so, as a hurried
+    person does. Imitation learns that slip with the rest, and only the checker's reward can tell it
+    apart: the known-answer check of whether RL corrects what demonstrations taught wrong."""
     from agent_core.training.episodes import sft_examples
 
     png = _png(*SCREEN)
@@ -69,6 +74,10 @@ def oracle_examples(tasks: list[str], seeds: range) -> list[Any]:
         for seed in seeds:
             page = ToyPage(task_id, seed)
             label, x, y = page.target
+            slip = random.Random(f"slip:{task_id}:{seed}")  # noqa: S311 - which demonstrations slip
+            others = [b for b in page.buttons if b != page.target]
+            if others and slip.random() < mistakes:
+                label, x, y = slip.choice(others)
             step = StepRecord(
                 index=0,
                 observation=Obs(png, *SCREEN, a11y=page.a11y()),

@@ -11,6 +11,7 @@ to every alive server that serves its model now (the policy spreads them, fewest
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from agent_core.policies.base import Policy, PolicyError, make_policy
@@ -22,9 +23,16 @@ OBSERVATIONS: dict[str, A11yMode] = {"screenshot": False, "a11y": True, "element
 ROLLOUT_KEYS = ("observation",)
 
 
-def policy_for(version: PolicyVersion) -> Policy:
-    """A fresh policy instance for one episode; a misconfigured version raises PolicyError."""
+def policy_for(version: PolicyVersion, *, episode: int | None = None) -> Policy:
+    """A fresh policy instance for one episode (its id: `episode`); a misconfigured version raises
+    PolicyError.
+
+    A sampling policy's `seed` is the version's seed mixed with the episode id (`episode_seed`): with the
+    same seed for every episode, a GRPO group's rollouts of one task instance would all sample the same
+    response and teach nothing, while a re-run of one episode still draws what it drew before."""
     config: dict[str, Any] = {k: v for k, v in (version.config or {}).items() if k not in ROLLOUT_KEYS}
+    if episode is not None and isinstance(config.get("seed"), int) and not isinstance(config["seed"], bool):
+        config["seed"] = episode_seed(config["seed"], episode)
     backend = version.backend
     if backend == PolicyVersion.Backend.OPENAI:
         if version.is_platform_served():
@@ -42,6 +50,13 @@ def policy_for(version: PolicyVersion) -> Policy:
     if backend in (PolicyVersion.Backend.ORACLE, PolicyVersion.Backend.RANDOM, PolicyVersion.Backend.NOOP):
         return make_policy(backend, **config)
     raise PolicyError(f"policy {version.name}: backend {backend!r} cannot run unattended")
+
+
+def episode_seed(seed: int, episode: int) -> int:
+    """The seed of one episode's policy: the version's `seed` and the episode id, mixed (stable across
+    processes and Python versions, unlike hash())."""
+    digest = hashlib.sha256(f"{seed}:{episode}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
 
 
 class PolicyUnavailable(PolicyError):

@@ -49,7 +49,7 @@ def rollout_policy(episode: Episode) -> tuple[Policy, A11yMode]:
     deadline = time.monotonic() + settings.ROLLOUT_POLICY_WAIT_SECONDS
     while True:
         try:
-            return policy_for(version), observation
+            return policy_for(version, episode=episode.pk), observation
         except PolicyUnavailable:
             if time.monotonic() >= deadline:
                 raise

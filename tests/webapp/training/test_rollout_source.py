@@ -328,6 +328,21 @@ def test_a_local_policy_without_a_checkpoint_loads_its_model_directory(tmp_path)
         policy_for(missing)
 
 
+def test_a_seeded_policy_samples_differently_in_each_episode_and_alike_in_a_rerun(tmp_path):
+    # The audit's defect: one seed for every episode gave a GRPO group identical rollouts.
+    model = tmp_path / "seeded"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    version = PolicyVersion.objects.create(
+        name="seeded", backend="local", model_name=str(model), config={"seed": 5, "temperature": 1.0}
+    )
+    seeds = [policy_for(version, episode=pk).seed for pk in (11, 12, 13, 11)]
+    assert len(set(seeds[:3])) == 3 and seeds[3] == seeds[0] and 5 not in seeds
+    assert policy_for(version).seed == 5  # outside an episode: the version's own seed
+    unseeded = PolicyVersion.objects.create(name="unseeded", backend="local", model_name=str(model))
+    assert policy_for(unseeded, episode=11).seed is None
+
+
 def test_the_observation_mode_defaults_to_the_screenshot_and_refuses_unknown_ones():
     oracle = PolicyVersion.objects.create(name="oracle-obs", backend="oracle", config={})
     assert observation_for(oracle) is False and observation_for(None) is False
