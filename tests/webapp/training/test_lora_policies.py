@@ -184,3 +184,38 @@ def test_launch_form_offers_lora_and_names_a_rank_vllm_cannot_serve(client_for, 
     assert 'data-field="lora_r">must be one of 8, 16, 32, 64, 128, 256, got 12' in text(refused)
     assert client.post(reverse("training:run_launch"), {**form, "cfg_lora_r": "32"}).status_code == 302
     assert TrainingRun.objects.get().config["lora_r"] == 32
+
+
+# --- a vision-language policy, trained for real -------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_tiny_vlm_lora_sft_run_trains_is_promoted_and_acts_on_a_screenshot(
+    personas: Personas, sft_version: Any, tmp_path: Path, client_for: Any
+) -> None:
+    from agent_core.tiny_models import build_tiny_vlm
+    from webapp.training import services
+
+    vlm = build_tiny_vlm(tmp_path / "tiny-vlm", hidden_size=32, num_layers=1)
+    base = PolicyVersion.objects.create(
+        name="tiny-vlm", backend="local", model_name=str(vlm), config={"max_new_tokens": 8}
+    )
+    # Launched as the form launches it (the run page follows), trained by the real trainer.
+    config = {"max_steps": 2, "checkpoint_every": 2, "batch_size": 1, "lora": "on", "lora_r": 8}
+    posted = {"algorithm": "sft", "name": "vlm lora", "base_policy": base.pk, "dataset": "flywheel-sft@v1"}
+    r = client_for("admin").post(
+        reverse("training:run_launch"), posted | {f"cfg_{k}": str(v) for k, v in config.items()}
+    )
+    assert r.status_code in (302, 303), r.content[:800]
+    run = TrainingRun.objects.get(name="vlm lora")
+    assert services.training_run_execute(run_id=run.pk, worker="w1").status == "finished"
+    checkpoint = run.checkpoints.order_by("-step").first()
+    assert checkpoint is not None and checkpoint.step == 2
+    policy = checkpoint_promote(checkpoint=checkpoint, by=personas.admin)
+    assert adapter_base(policy.model_dir()) == vlm.resolve() and policy.lineage["lora_adapter"] is True
+    local = policy_for(policy)
+    try:
+        out = local.act(policy_input())  # the screenshot goes through the adapter's vision tower
+        assert out.token_ids and len(out.logprobs) == len(out.token_ids)
+    finally:
+        local.close()
