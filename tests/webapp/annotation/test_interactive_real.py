@@ -51,7 +51,7 @@ def test_proposals_are_accepted_edited_or_overridden_and_kept_beside_the_final_s
             "Thought: now write it.\nAction: type(content='echo hello > note.txt\\n')",
         ]
     )
-    monkeypatch.setattr("webapp.policies.runtime.policy_for", lambda version: policy)
+    monkeypatch.setattr("webapp.policies.runtime.policy_for", lambda version, **_: policy)
     monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", lambda episode_id: None)
     version = PolicyVersion.objects.create(name="scripted-proposer", backend="noop")
     with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
@@ -132,7 +132,7 @@ def test_an_interactive_episode_observes_as_its_policy_does_and_records_that_tex
             return PolicyOutput(text=f"Thought: press it.\nAction: click(start_box='({m[1]},{m[2]})')")
 
     policy = ClickTheButton([])
-    monkeypatch.setattr("webapp.policies.runtime.policy_for", lambda version: policy)
+    monkeypatch.setattr("webapp.policies.runtime.policy_for", lambda version, **_: policy)
     monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", lambda episode_id: None)
     elements = {"observation": "elements"}
     version = PolicyVersion.objects.create(name="text-proposer", backend="noop", config=elements)

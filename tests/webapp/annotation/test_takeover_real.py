@@ -46,7 +46,7 @@ class Hoverer(Policy):
 def test_a_researcher_takes_over_a_rollout_and_hands_it_back(
     desktop_host: Any, personas: Personas, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("webapp.rollouts.policy_pick.policy_for", lambda version: Hoverer())
+    monkeypatch.setattr("webapp.rollouts.policy_pick.policy_for", lambda version, **_: Hoverer())
     version = PolicyVersion.objects.create(name="hoverer", backend="noop")
     episode = episode_create(task=note_task(), source="agent", policy_version=version)
     done: dict[str, Any] = {}
