@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent_core.training.errors import lazy
+from agent_core.training.errors import TrainingError, lazy
 
 NAMED = "names"
 """`STATE_FILE`'s "optimizer_keys" value when its optimizer state is keyed by parameter name."""
@@ -77,8 +77,6 @@ def to_numbered(state: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
     index = {name: i for i, name in enumerate(names)}
     unknown = [k for k in state["state"] if k not in index]
     if unknown:
-        from agent_core.training.errors import TrainingError
-
         raise TrainingError(f"cannot resume: the checkpoint's optimizer state names parameters this "
                             f"model lacks ({', '.join(sorted(unknown)[:3])})")  # fmt: skip
     return {

@@ -280,8 +280,7 @@ class Plan:
     @property
     def sharded(self) -> bool:
         """Whether the processes shard the model (FSDP2) rather than each holding a replica (DDP)."""
-        fsdp = str(self.config.get("sharding", "ddp")) == "fsdp"
-        return self.processes > 1 and fsdp and self.method == "full"
+        return _sharded(self.config, self.processes, lora=self.method != "full")
 
     @property
     def checkpointing(self) -> bool:
@@ -324,6 +323,11 @@ class Plan:
                 "a whole copy of the model, its gradients and AdamW moments"
             )
         return said
+
+
+def _sharded(cfg: Mapping[str, Any], processes: int, *, lora: bool) -> bool:
+    """Whether the run's processes shard the model (FSDP2: full fine-tuning, processes > 1)."""
+    return processes > 1 and str(cfg.get("sharding", "ddp")) == "fsdp" and not lora
 
 
 def _micro_batch(algorithm: str, cfg: Mapping[str, Any], processes: int) -> int:
@@ -373,7 +377,7 @@ def plan_run(shape: ModelShape, algorithm: str, cfg: Mapping[str, Any]) -> Plan:
         # after the policy's have been freed, so they are not counted again.
         critic = weights + gradients + optimizer + (shape.hidden + 1) * 4 * 4
     reference = params * width if float(cfg.get("kl_coef", 0.0) or 0.0) > 0 else 0
-    fsdp = processes > 1 and str(cfg.get("sharding", "ddp")) == "fsdp" and not lora
+    fsdp = _sharded(cfg, processes, lora=lora)
     ddp = gradients if processes > 1 and not fsdp else 0
     if fsdp:  # 1/N of each per process, plus the full parameters of what is being computed
         gathered = (2 * shape.layer_params + (params - shape.layers * shape.layer_params)) * width
