@@ -19,15 +19,19 @@ the reward display beside the task. Other platforms fall back to the accessibili
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal
 
 from agent_core.actions import Action
 from agent_core.env import ExecOutput, Obs
 from sandbox_workers.base import ImageFormat, Observation, Provider, SandboxPathError, perform
 from sandbox_workers.client import LeasedSandbox
+from sandbox_workers.fetch import FetchCache
 
 # The task platform a sandbox provider serves (android sandboxes take the mobile action space).
 PROVIDER_PLATFORMS = {"xdesktop": "desktop", "browser": "browser", "android": "android"}
@@ -218,5 +222,26 @@ class SandboxEnv:
         """A provider-specific operation."""
         if isinstance(self.target, LeasedSandbox):
             return self.target.call(method, **params)
+        if method == "fetch":
+            return local_fetch(self.target, params)
         result: Mapping[str, Any] | Any = self.target.call(method, params)
         return result
+
+
+_LOCAL_FETCH: list[FetchCache] = []
+
+
+def local_fetch(provider: Provider, params: Mapping[str, Any]) -> dict[str, Any]:
+    """`fetch` for a sandbox driven in this process (no sandbox host between): the same cache and
+    mirror a host uses (FLYWHEEL_VAR_DIR/fetch-cache, SANDBOX_FETCH_MIRROR), fetched here, never in
+    the sandbox."""
+    if not _LOCAL_FETCH:
+        var = Path(os.environ.get("FLYWHEEL_VAR_DIR", "var"))
+        _LOCAL_FETCH.append(FetchCache.from_env(var / "fetch-cache"))
+    url = str(params.get("url", ""))
+    data, digest, source = _LOCAL_FETCH[0].get(url, timeout=float(params.get("timeout", 120)))
+    result: dict[str, Any] = {"url": url, "size": len(data), "sha256": digest, "source": source}
+    if params.get("path") is None:
+        return {**result, "content_b64": base64.b64encode(data).decode("ascii")}
+    provider.put_file(str(params["path"]), data)
+    return {**result, "path": params["path"]}

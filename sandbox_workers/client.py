@@ -231,9 +231,13 @@ class LeasedSandbox:
         return self.client.request("GET", f"{self._path}/files", params={"path": path}).content
 
     def call(self, method: str, **params: Any) -> Any:
-        """A provider-specific operation (goto, miniwob_start, virtual_time, launch, …)."""
+        """A provider-specific operation (goto, miniwob_start, virtual_time, launch, fetch, …). One
+        that takes a `timeout` (launch, fetch) gets that long, and 30 s more, to answer."""
+        extra = {}
+        if isinstance(params.get("timeout"), int | float) and not isinstance(params.get("timeout"), bool):
+            extra["timeout"] = max(60.0, float(params["timeout"]) + 30)
         return self.client.request(
-            "POST", f"{self._path}/call", json={"method": method, "params": params}
+            "POST", f"{self._path}/call", json={"method": method, "params": params}, **extra
         ).json()["result"]
 
     def snapshot(self) -> bytes:

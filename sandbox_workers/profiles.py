@@ -21,9 +21,24 @@ DEFAULT_PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
+OFFICE_PROFILE: dict[str, Any] = {
+    # OSWorld's tasks: its applications (scripts/setup.sh office installs them) on its 1920×1080 screen.
+    "provider": "xdesktop",
+    "width": 1920,
+    "height": 1080,
+    "memory_mb": 3072,
+    "min_idle": 1,
+    "max_total": 4,
+    "options": {"apps": []},
+}
+
+
 def default_profiles() -> dict[str, dict[str, Any]]:
-    """The built-in profiles, plus an Android one when ANDROID_SERIAL names a device."""
+    """The built-in profiles, plus an Android one when ANDROID_SERIAL names a device and the office
+    one (OSWorld's applications) with SANDBOX_OFFICE=1."""
     profiles: dict[str, dict[str, Any]] = json.loads(json.dumps(DEFAULT_PROFILES))
+    if os.environ.get("SANDBOX_OFFICE", "") not in ("", "0"):
+        profiles["office"] = json.loads(json.dumps(OFFICE_PROFILE))
     serial = os.environ.get("ANDROID_SERIAL")
     if serial:
         profiles["android"] = {

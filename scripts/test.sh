@@ -66,23 +66,31 @@ else
     # tests that need it (marked vllm) run after, in a phase of their own.
     scripts/vllm-env.sh > "$logs/vllm-env.log" 2>&1 &
     vllm_env_pid=$!
+    # OSWorld's metric functions (desktop-env) in their own environment too: the tests marked osworld.
+    scripts/osworld-env.sh > "$logs/osworld-env.log" 2>&1 &
+    osworld_env_pid=$!
     start_postgres
     phase_end services
     # Two processes (pytest-xdist), a test module each at a time: the slow tests mostly wait on sandboxes,
     # browsers and servers. TEST_WORKERS=0 runs them in this process.
     workers=${TEST_WORKERS:-2}
     echo "[test] the whole suite on PostgreSQL ($workers parallel workers)"
-    pytest -m "not vllm" $([ "$workers" -gt 0 ] && echo "-n $workers --dist loadfile") --durations=25 "$@" \
-      2>&1 | tee "$logs/postgres.log" || status=$?
+    pytest -m "not vllm and not osworld" $([ "$workers" -gt 0 ] && echo "-n $workers --dist loadfile") \
+      --durations=25 "$@" 2>&1 | tee "$logs/postgres.log" || status=$?
     phase_end postgres
-    echo "[test] the inference engine: a real vLLM server (marked vllm), on PostgreSQL"
-    if wait "$vllm_env_pid"; then
-      VLLM_PYTHON=$PWD/.venv-vllm/bin/python pytest -m "vllm and not sweep" --durations=10 "$@" 2>&1 \
-        | tee "$logs/serving.log" || status=$?
-    else
-      echo "[test] scripts/vllm-env.sh failed:"; grep -v "^WARNING: Location" "$logs/vllm-env.log" | tail -20
-      echo "FAILED scripts/vllm-env.sh (the vLLM environment)" >> "$logs/serving.log"
-      status=1
+    echo "[test] environments of their own: a real vLLM server (marked vllm), OSWorld's metrics (marked osworld)"
+    envs_ok=1
+    for env in vllm osworld; do
+      pid_var=${env}_env_pid
+      if ! wait "${!pid_var}"; then
+        echo "[test] scripts/$env-env.sh failed:"; grep -v "^WARNING: Location" "$logs/$env-env.log" | tail -20
+        echo "FAILED scripts/$env-env.sh (its environment)" >> "$logs/serving.log"
+        envs_ok=0 status=1
+      fi
+    done
+    if [ "$envs_ok" = 1 ]; then
+      VLLM_PYTHON=$PWD/.venv-vllm/bin/python OSWORLD_REQUIRED=1 pytest -m "(vllm or osworld) and not sweep" \
+        --durations=10 "$@" 2>&1 | tee -a "$logs/serving.log" || status=$?
     fi
     phase_end serving
     echo "[test] what can differ on SQLite (marked engine), on the embedded default"

@@ -395,3 +395,31 @@ def arith_equal(artifact: Any, expected: Any, *, tolerance: float = 0.0) -> floa
         return 0.0
     want = _arith(_text(expected))
     return float(abs(got - want) <= tolerance)
+
+
+@register_metric("osworld")
+def osworld(
+    artifact: Any,
+    expected: Any,
+    *,
+    func: str,
+    options: dict[str, Any] | None = None,
+    expected_given: bool = True,
+    timeout: float = 120.0,
+) -> float:
+    """OSWorld's own metric function `func`, run in OSWorld's metrics environment (a process of its
+    own, `agent_core.tasks.osworld_metrics`), called as OSWorld's `DesktopEnv.evaluate` calls it:
+    `func(result, expected, **options)`, or `func(result, **options)` for a task without `expected`.
+
+    A metric that raises scores 0 (it could not read the end state); an unusable metrics environment
+    raises EnvError: the episode is not the agent's failure."""
+    from agent_core.env import EnvError
+    from agent_core.tasks import osworld_metrics
+
+    try:
+        return osworld_metrics.score(
+            func, artifact, expected if expected_given else osworld_metrics.NO_EXPECTED,
+            dict(options or {}), timeout=timeout,
+        )  # fmt: skip
+    except osworld_metrics.OSWorldEnvError as exc:
+        raise EnvError(f"OSWorld's metric {func}: {exc}") from None

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
+from agent_core.actions.model import Action
 from agent_core.data.trajectory import CheckResult
 from agent_core.env import Env, EnvError
 from agent_core.tasks.metrics import get_metric
+from agent_core.tasks.osworld_metrics import file_value
 from agent_core.tasks.spec import Check, Probe, SetupStep, TaskSpec, render, select_path
 
 log = logging.getLogger(__name__)
@@ -90,7 +95,53 @@ def _run_setup(step: SetupStep, env: Env, context: Mapping[str, Any], *, seed: i
     if op == "wait":
         time.sleep(float(args["seconds"]))  # a settle time the task author asked for
         return None
+    if op == "fetch":
+        # Fetched by the sandbox host (its cache, its mirror), never by the sandbox.
+        return env.call("fetch", url=args["url"], path=args["path"], timeout=step.timeout)
+    if op == "pyautogui":
+        for action in _pyautogui_actions(env, str(args["code"]), args.get("screen", [1920, 1080]), where):
+            env.act(action)
+        return None
+    if op == "window":
+        result = env.call(
+            "window",
+            action=args["action"],
+            name=args["name"],
+            strict=bool(args.get("strict", False)),
+            by_class=bool(args.get("by_class", False)),
+        )
+        if args.get("check", True) and not (isinstance(result, Mapping) and result.get("window")):
+            raise TaskSetupError(f"{where}: no window matches {args['name']!r} to {args['action']}")
+        return result
     raise TaskSetupError(f"{where}: unknown setup op {op!r}")
+
+
+def _pyautogui_actions(env: Env, code: str, screen: Any, where: str) -> list[Action]:
+    """The actions of a pyautogui script written for `screen`, scaled to the sandbox's screen: run
+    through the sandbox's own input path (read with ast, never executed)."""
+    from agent_core.actions.grammar import ActionParseError
+    from agent_core.actions.pyautogui_code import parse_pyautogui
+
+    width, height = int(screen[0]), int(screen[1])
+    try:
+        actions = parse_pyautogui(code, screen=(width, height))
+    except ActionParseError as exc:
+        raise TaskSetupError(f"{where}: pyautogui code not understood: {exc}") from None
+    obs = env.observe()
+    sx, sy = obs.width / width, obs.height / height
+    if (sx, sy) == (1.0, 1.0):
+        return list(actions)
+    scaled = []
+    for action in actions:
+        changes = {}
+        for f in dataclasses.fields(action):
+            value = getattr(action, f.name)
+            if f.name in ("x", "x1", "x2") and isinstance(value, int):
+                changes[f.name] = min(obs.width - 1, round(value * sx))
+            elif f.name in ("y", "y1", "y2") and isinstance(value, int):
+                changes[f.name] = min(obs.height - 1, round(value * sy))
+        scaled.append(dataclasses.replace(action, **changes))
+    return scaled
 
 
 def evaluate(prepared: PreparedTask, env: Env, *, final_answer: str = "") -> CheckResult:
@@ -104,14 +155,32 @@ def evaluate(prepared: PreparedTask, env: Env, *, final_answer: str = "") -> Che
             reward=reward,
             details=({"check": "infeasible", "declared": infeasible_declared, "score": reward},),
         )
+    for i, step in enumerate(spec.checker.before):
+        _run_setup(step, env, prepared.context, seed=prepared.seed, where=f"{spec.id} checker.before[{i}]")
     details = []
     scores = []
     for i, check in enumerate(spec.checker.checks):
         score, detail = _score(check, env, prepared, final_answer)
         details.append({"check": i, "metric": check.metric, "score": score, **detail})
         scores.append(score)
-    reward = min(scores) if spec.checker.combine == "all" else max(scores)
-    return CheckResult(reward=max(0.0, min(1.0, reward)), details=tuple(details))
+    return CheckResult(reward=combine(scores, spec.checker.combine), details=tuple(details))
+
+
+def combine(scores: list[float], how: str) -> float:
+    """The task's reward from its checks' scores: `all` the minimum, `any` the maximum, `all_mean`
+    OSWorld's `and`. OSWorld's `DesktopEnv.evaluate()` (desktop-env 1.0.2) stops at the first 0 of an
+    `and` (returns 0) and at the first 1 of an `or` (returns 1), else returns
+    `sum(results) / len(results) if conj == 'and' else max(results)`: `and` is 0 when any score is 0,
+    else the mean (`all_mean`); `or` is the maximum (`any`)."""
+    if how == "all":
+        reward = min(scores)
+    elif how == "any":
+        reward = max(scores)
+    elif how == "all_mean":
+        reward = 0.0 if any(s == 0 for s in scores) else sum(scores) / len(scores)
+    else:
+        raise ValueError(f"unknown combine {how!r}")
+    return max(0.0, min(1.0, reward))
 
 
 def _score(check: Check, env: Env, prepared: PreparedTask, answer: str) -> tuple[float, dict[str, Any]]:
@@ -126,6 +195,8 @@ def _score(check: Check, env: Env, prepared: PreparedTask, answer: str) -> tuple
         score = float(get_metric(check.metric)(artifact, expected, **options))
         if not math.isfinite(score):
             raise ValueError(f"metric {check.metric} gave {score}")
+    except EnvError:
+        raise  # the scorer itself is unusable (e.g. OSWorld's metrics process): not the agent's doing
     except Exception as exc:  # noqa: BLE001 - a metric is pure: whatever it raises is about the artifact
         # A metric that cannot read the artifact scores 0 and says why; it never fails the episode.
         return 0.0, {"artifact": _short(artifact), "expected": _short(expected), "error": str(exc)}
@@ -147,7 +218,26 @@ def run_probe(probe: Probe, env: Env, context: Mapping[str, Any], *, answer: str
             data = env.get_file(str(args["path"]))
         except FileNotFoundError:
             return None
+        if args.get("raw"):
+            return file_value(data, str(args.get("name") or PurePosixPath(str(args["path"])).name))
         return data.decode("utf-8", "replace")
+    if probe.op == "files":
+        # OSWorld's multi vm_file: every path read, None for a missing one; `gives` picks which.
+        values: list[Any] = []
+        names = list(args.get("names") or [PurePosixPath(str(p)).name for p in args["paths"]])
+        for path, name in zip(args["paths"], names, strict=True):
+            try:
+                values.append(file_value(env.get_file(str(path)), str(name)))
+            except FileNotFoundError:
+                values.append(None)
+        gives = list(args.get("gives", range(len(values))))
+        picked = [values[int(i)] for i in gives]
+        return picked[0] if len(picked) == 1 else picked
+    if probe.op == "fetch":
+        # A reference file (OSWorld's cloud_file), fetched by the sandbox host from its cache or mirror.
+        got = env.call("fetch", url=args["url"], timeout=float(args.get("timeout", 120)))
+        data = base64.b64decode(got["content_b64"])
+        return file_value(data, str(args.get("name") or PurePosixPath(urlsplit(str(args["url"])).path).name))
     if probe.op == "call":
         return env.call(str(args["method"]), **dict(args.get("params", {})))
     if probe.op == "a11y":
@@ -158,6 +248,10 @@ def run_probe(probe: Probe, env: Env, context: Mapping[str, Any], *, answer: str
 
 
 def _short(value: Any, limit: int = 300) -> Any:
+    if isinstance(value, Mapping) and "__file__" in value:
+        return {"file": value.get("name"), "bytes": len(base64.b64decode(value["__file__"]))}
+    if isinstance(value, list):
+        return [_short(v, limit) for v in value[:20]]
     if isinstance(value, str) and len(value) > limit:
         return value[:limit] + f"… ({len(value)} chars)"
     return value

@@ -14,7 +14,9 @@
       - {op: launch, app: mousepad, args: ["{{file}}"]}
     limits: {max_steps: 15, max_seconds: 120}
     checker:                           # probes run in the sandbox, metrics are pure functions
-      combine: all                     # all | any
+      combine: all                     # all (the minimum) | any (the maximum) | all_mean (0 if any
+                                       # check scores 0, else the mean: OSWorld's `and`)
+      before: []                       # setup steps run before the probes (OSWorld's postconfig)
       checks:
         - probe: {op: file, path: answer.txt}
           metric: number_equal
@@ -47,10 +49,15 @@ SETUP_OPS = {
     "goto": {"url"},
     "miniwob": {"task"},
     "wait": {"seconds"},
+    "fetch": {"url", "path"},
+    "pyautogui": {"code"},
+    "window": {"action", "name"},
 }
 PROBE_OPS = {
     "exec": {"command"},
     "file": {"path"},
+    "files": {"paths"},
+    "fetch": {"url"},
     "call": {"method"},
     "answer": set(),
     "a11y": set(),
@@ -74,6 +81,7 @@ TOP_LEVEL = {
     "tags",
     "version",
     "description",
+    "origin",
 }
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*$")
 _INDEX = re.compile(r"-?[0-9]+")
@@ -149,6 +157,11 @@ class Check:
 class Checker:
     checks: tuple[Check, ...]
     combine: str = "all"
+    before: tuple[SetupStep, ...] = ()
+    """Setup steps run before the probes read the end state (e.g. save the open document)."""
+
+
+COMBINES = ("all", "any", "all_mean")
 
 
 @dataclass(frozen=True)
@@ -304,6 +317,7 @@ def parse_task(doc: Any) -> TaskSpec:
         checker = Checker(checks=())
     else:
         checker = _checker(checker_doc, infeasible=infeasible)
+    _mapping(d.get("origin", {}), "origin")
     tags = _list(d.get("tags", []), "tags")
     if not all(isinstance(t, str) for t in tags):
         raise TaskSpecError("tags: must be a list of strings")
@@ -391,8 +405,8 @@ def _param(name: str, spec: Any) -> Param:
     return Param(name=str(name), kind=kind, spec=value)
 
 
-def _setup_step(i: int, doc: Any) -> SetupStep:
-    where = f"setup[{i}]"
+def _setup_step(i: int, doc: Any, *, where: str = "") -> SetupStep:
+    where = where or f"setup[{i}]"
     s = dict(_mapping(doc, where))
     op = s.pop("op", None)
     if op not in SETUP_OPS:
@@ -408,7 +422,33 @@ def _setup_step(i: int, doc: Any) -> SetupStep:
         raise TaskSpecError(f"{where} ({op}): missing {', '.join(missing)}")
     if op == "put_file" and "content" not in s and "content_b64" not in s:
         raise TaskSpecError(f"{where} (put_file): give content or content_b64")
+    if op == "window" and s["action"] not in ("activate", "close"):
+        raise TaskSpecError(f"{where} (window): action must be activate or close, got {s['action']!r}")
+    if op == "fetch" and not re.match(r"^https?://", str(s["url"]), re.IGNORECASE):
+        raise TaskSpecError(f"{where} (fetch): url must be http(s), got {s['url']!r}")
+    if op == "pyautogui":
+        _pyautogui_steps(s, where)
     return SetupStep(op=op, args=s, timeout=float(timeout), save_as=str(save_as))
+
+
+def _pyautogui_steps(args: Mapping[str, Any], where: str) -> None:
+    """A pyautogui setup step must be code our action reader understands, on a given screen size."""
+    from agent_core.actions.grammar import ActionParseError
+    from agent_core.actions.pyautogui_code import parse_pyautogui
+
+    screen = args.get("screen", [1920, 1080])
+    if not (
+        isinstance(screen, list)
+        and len(screen) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in screen)
+    ):
+        raise TaskSpecError(f"{where} (pyautogui): screen must be [width, height] in pixels")
+    if "{{" in str(args["code"]):
+        return  # templated: read when rendered
+    try:
+        parse_pyautogui(str(args["code"]), screen=(screen[0], screen[1]))
+    except ActionParseError as exc:
+        raise TaskSpecError(f"{where} (pyautogui): {exc}") from None
 
 
 def _probe(doc: Any, where: str) -> Probe:
@@ -426,12 +466,16 @@ def _checker(doc: Any, *, infeasible: bool = False) -> Checker:
     from agent_core.tasks.metrics import metric_names
 
     d = _mapping(doc, "checker")
-    extra = sorted(set(d) - {"combine", "checks"})
+    extra = sorted(set(d) - {"combine", "checks", "before"})
     if extra:
-        raise TaskSpecError(f"checker: unknown field(s) {', '.join(extra)}; valid: checks, combine")
+        raise TaskSpecError(f"checker: unknown field(s) {', '.join(extra)}; valid: before, checks, combine")
     combine = d.get("combine", "all")
-    if combine not in ("all", "any"):
-        raise TaskSpecError(f"checker.combine: {combine!r} is not all or any")
+    if combine not in COMBINES:
+        raise TaskSpecError(f"checker.combine: {combine!r} is not one of {', '.join(COMBINES)}")
+    before = tuple(
+        _setup_step(i, s, where=f"checker.before[{i}]")
+        for i, s in enumerate(_list(d.get("before", []), "checker.before"))
+    )
     checks = []
     for i, c in enumerate(_list(d.get("checks"), "checker.checks")):
         where = f"checker.checks[{i}]"
@@ -456,7 +500,7 @@ def _checker(doc: Any, *, infeasible: bool = False) -> Checker:
         )
     if not checks and not infeasible:
         raise TaskSpecError("checker.checks: a feasible task needs at least one check")
-    return Checker(checks=tuple(checks), combine=str(combine))
+    return Checker(checks=tuple(checks), combine=str(combine), before=before)
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:

@@ -16,7 +16,7 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -25,6 +25,7 @@ from Xlib import XK, X  # type: ignore[import-untyped]
 from Xlib import error as xerror
 from Xlib.display import Display  # type: ignore[import-untyped]
 from Xlib.ext import damage, xtest  # type: ignore[import-untyped]
+from Xlib.protocol import event as xevent  # type: ignore[import-untyped]
 from Xlib.support import connect as _xconnect  # type: ignore[import-untyped]
 
 from sandbox_workers.base import EnvError
@@ -392,6 +393,16 @@ class XSession:
         except xerror.BadWindow:
             return False  # a stale property of a window manager that died
         return cprop is not None and bool(cprop.value) and int(cprop.value[0]) == int(prop.value[0])
+
+    def ewmh_message(self, window_id: int, message: str, data: Sequence[int]) -> None:
+        """Ask the window manager to do `message` (_NET_ACTIVE_WINDOW, _NET_CLOSE_WINDOW) to a window."""
+        ev = xevent.ClientMessage(
+            window=self.d.create_resource_object("window", window_id),
+            client_type=self.atom(message),
+            data=(32, [*data, 0, 0, 0, 0, 0][:5]),
+        )
+        self.root.send_event(ev, event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
+        self.d.flush()
 
     def windows(self) -> list[Window]:
         """The managed top-level windows (the WM's _NET_CLIENT_LIST), oldest first."""

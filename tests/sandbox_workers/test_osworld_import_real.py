@@ -1,8 +1,11 @@
-"""An imported OSWorld-format task, set up and scored on a real X desktop sandbox."""
+"""An imported OSWorld-format task, set up and scored on a real X desktop sandbox by OSWorld's own
+metric functions (run in their own environment: marked osworld)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,11 +14,40 @@ from agent_core.tasks.osworld import import_osworld_task
 from agent_core.tasks.runner import evaluate, prepare
 from sandbox_workers.agent_env import SandboxEnv
 from tests.agent_core.test_osworld_import import OS_TERMINAL
+from tests.sandbox_workers.test_fetch_cache import server  # noqa: F401 - a fixture
+
+pytestmark = [pytest.mark.slow, pytest.mark.osworld]
 
 
-@pytest.mark.slow
-def test_osworld_terminal_task_on_a_real_desktop(xdesktop_factory: Callable[..., Any]) -> None:
-    spec = import_osworld_task(OS_TERMINAL, id_prefix="osworld/os")
+def test_osworld_terminal_task_on_a_real_desktop(
+    xdesktop_factory: Callable[..., Any],
+    server: tuple[str, list[str]],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    base, asked = server
+    (tmp_path / "www" / "readme.txt").write_text("fetched by the host\n")
+    monkeypatch.setenv("FLYWHEEL_VAR_DIR", str(tmp_path / "var"))
+    doc = copy.deepcopy(OS_TERMINAL)
+    doc["config"] += [
+        {
+            "type": "download",
+            "parameters": {"files": [{"url": f"{base}/readme.txt", "path": "Desktop/readme.txt"}]},
+        },
+        {"type": "activate_window", "parameters": {"window_name": "xterm", "by_class": True}},
+        # Typed into the active terminal through the sandbox's own input path.
+        {
+            "type": "execute",
+            "parameters": {
+                "command": [
+                    "python",
+                    "-c",
+                    "import pyautogui; pyautogui.write('touch ~/typed'); pyautogui.press('enter')",
+                ]
+            },
+        },
+    ]
+    spec = import_osworld_task(doc, id_prefix="osworld/os")
     env = SandboxEnv(xdesktop_factory("osworld"), platform="desktop")
 
     prepared = prepare(spec, env)
@@ -25,6 +57,9 @@ def test_osworld_terminal_task_on_a_real_desktop(xdesktop_factory: Callable[...,
     assert listing.stdout.split()[-3:] == ["a.txt", "b.txt", "c.md"]
     windows = env.call("windows")["windows"]
     assert sum("xterm" in " ".join(w["class"]).lower() for w in windows) >= 2
+    assert env.get_file("Desktop/readme.txt") == b"fetched by the host\n"
+    assert asked == ["/readme.txt"]
+    assert env.exec("test -e ~/typed").exit_code == 0
 
     before = evaluate(prepared, env)
     assert before.reward == 0.0, before.details
@@ -38,6 +73,8 @@ def test_osworld_terminal_task_on_a_real_desktop(xdesktop_factory: Callable[...,
     assert after.reward == 1.0, after.details
     assert after.details[0]["artifact"] == "a.txt\nb.txt\n"
 
-    # Copying the others too breaks the exclude rule.
+    # Copying the others too breaks the exclude rule: OSWorld's `and` of a 0 and a 1 is 0.
     env.exec("cp ~/Documents/c.md ~/backup/")
-    assert evaluate(prepared, env).reward == 0.0
+    again = evaluate(prepared, env)
+    assert [d["score"] for d in again.details] == [0.0, 1.0]
+    assert again.reward == 0.0

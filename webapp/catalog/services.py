@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from webapp.catalog.models import Task, TaskSuite
+
+if TYPE_CHECKING:
+    from agent_core.tasks.spec import TaskSpec
 
 
 @transaction.atomic
@@ -81,8 +85,17 @@ def suite_load(*, name: str) -> tuple[TaskSuite, int, int]:
         raise ValueError(f"unknown suite {name!r}; valid: {', '.join(sorted(SUITES))}")
     _, title, description = SUITES[name]
     suite = suite_get_or_create(slug=name, name=title, description=description)
+    created, changed = specs_load(suite=suite, specs=suite_tasks(name))
+    return suite, created, changed
+
+
+@transaction.atomic
+def specs_load(*, suite: TaskSuite, specs: Iterable[TaskSpec]) -> tuple[int, int]:
+    """Create or refresh the catalog's tasks for `specs`, members of `suite`: (created, changed).
+
+    A task whose spec changed loses its publication (its checks must pass again)."""
     created = changed = 0
-    for spec in suite_tasks(name):
+    for spec in specs:
         doc = spec.to_dict()
         fields = {
             "title": spec.title[:200],
@@ -114,4 +127,28 @@ def suite_load(*, name: str) -> tuple[TaskSuite, int, int]:
         if task.spec != doc or any(getattr(task, k) != v for k, v in fields.items()):
             Task.objects.filter(pk=task.pk).update(spec=doc, is_published=False, verification={}, **fields)
             changed += 1
-    return suite, created, changed
+    return created, changed
+
+
+def osworld_import(
+    *, paths: Iterable[str | Path]
+) -> tuple[dict[str, tuple[int, int]], list[tuple[str, str]]]:
+    """Import OSWorld task files into suites `osworld-<domain>`: ({suite slug: (created, changed)},
+    [(path, why) for each file refused]). Imported tasks start unpublished: publication needs a
+    proof (a scripted solution or an accepted demonstration scoring 1) beside do-nothing scoring 0."""
+    from agent_core.tasks.osworld import import_osworld_files
+
+    specs, refused = import_osworld_files(paths)
+    by_suite: dict[str, list[TaskSpec]] = {}
+    for spec in specs:
+        parts = spec.id.split("/")
+        domain = parts[1] if len(parts) > 2 else "other"
+        by_suite.setdefault(f"osworld-{domain}", []).append(spec)
+    counts = {}
+    for slug, members in sorted(by_suite.items()):
+        domain = slug.removeprefix("osworld-")
+        suite = suite_get_or_create(
+            slug=slug, name=f"OSWorld {domain}", description=f"OSWorld's {domain} tasks, imported"
+        )
+        counts[slug] = specs_load(suite=suite, specs=members)
+    return counts, refused

@@ -59,7 +59,8 @@ def profiles_known() -> list[str]:
     """Sandbox profiles a task may run on: the built-in ones and every profile a registered host serves."""
     from sandbox_workers.profiles import DEFAULT_PROFILES
 
-    names = {*DEFAULT_PROFILES, "android"}
+    # Android and office (OSWorld's applications) are served where a host is given them.
+    names = {*DEFAULT_PROFILES, "android", "office"}
     for capacity in SandboxHost.objects.values_list("capacity", flat=True):
         names.update(capacity or {})
     return sorted(names)

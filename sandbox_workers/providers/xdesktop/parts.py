@@ -49,6 +49,11 @@ APPS: dict[str, tuple[tuple[str, ...], str]] = {
     "mousepad": (("mousepad",), "mousepad"),
     "pcmanfm": (("pcmanfm",), "pcmanfm"),
     "chromium": (("chromium", *CHROMIUM_FLAGS), "chromium"),
+    # OSWorld's applications (the office profile; `scripts/setup.sh office` installs them).
+    "libreoffice": (("libreoffice", "--norestore", "--nologo"), "libreoffice"),
+    "gimp": (("gimp",), "gimp"),
+    "vlc": (("vlc",), "vlc"),
+    "thunderbird": (("thunderbird",), "thunderbird"),
 }
 SESSION_ENV = {
     "DISPLAY": ":0",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -129,6 +130,11 @@ class DesktopPlumbing(Provider):
     def _app_argv(self, app: str, args: Sequence[str]) -> list[str]:
         if app == "chromium":
             self._chromium_prefs()
+        program = APPS[app][0][0]
+        if shutil.which(program) is None:
+            raise EnvError(
+                f"{app} is not installed on this sandbox host (OSWorld's apps: scripts/setup.sh office)"
+            )
         return [*APPS[app][0], *args]
 
     def _chromium_prefs(self) -> None:

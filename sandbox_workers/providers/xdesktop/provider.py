@@ -86,7 +86,7 @@ class XDesktopProvider(DesktopLifecycle):
     """One X desktop sandbox (see the module docstring)."""
 
     supports_snapshot = True
-    extensions = frozenset({"launch", "a11y", "windows"})
+    extensions = frozenset({"launch", "a11y", "windows", "window"})
 
     # --- stepping -------------------------------------------------------------------------------
     def observe(self, *, fmt: ImageFormat = "png", a11y: bool = False, quality: int = 80) -> Observation:
@@ -207,7 +207,40 @@ class XDesktopProvider(DesktopLifecycle):
         if method == "windows":
             self._ready()
             return {"windows": [w.to_dict() for w in self._x("windows", lambda x: x.windows())]}
+        if method == "window":
+            return self._window(params)
         return super().call(method, params)
+
+    def _window(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """window {action: activate|close, name, strict?, by_class?} → {window: the one acted on, or
+        None}: the newest window whose title (WM_CLASS with by_class) contains `name`, case-insensitively,
+        or equals it with strict: `wmctrl -a` / `-c` (with -F, -x), as OSWorld's setup uses them."""
+        action, name = params.get("action"), params.get("name")
+        if action not in ("activate", "close") or not isinstance(name, str) or not name:
+            raise SandboxError("window: action must be activate or close and name a non-empty string")
+        strict, by_class = bool(params.get("strict", False)), bool(params.get("by_class", False))
+        self._ready()
+
+        def matches(w: Any) -> bool:
+            values = list(w.wm_class) if by_class else [w.title]
+            if strict:
+                return name in values
+            return any(name.lower() in v.lower() for v in values)
+
+        found = [w for w in self._x("windows", lambda x: x.windows()) if matches(w)]
+        if not found:
+            return {"window": None}
+        target = found[-1]
+        message = "_NET_ACTIVE_WINDOW" if action == "activate" else "_NET_CLOSE_WINDOW"
+        data = [2, 0, 0] if action == "activate" else [0, 2]  # source: a pager (EWMH), time: now
+
+        def send(x: XSession) -> None:
+            x.arm()
+            x.ewmh_message(target.id, message, data)
+            x.settle()
+
+        self._x("window", send)
+        return {"window": target.to_dict()}
 
     def _launch(self, app: str, args: list[str], timeout: float) -> dict[str, Any]:
         if app not in APPS:

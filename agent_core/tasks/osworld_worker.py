@@ -1,0 +1,254 @@
+"""OSWorld's own metric functions (`desktop_env.evaluators.metrics`), served one JSON line at a time.
+
+Run by `agent_core.tasks.osworld_metrics` as `.venv-osworld/bin/python <this file>` (scripts/osworld-env.sh):
+desktop-env's pins clash with ours, so it imports only the standard library and that environment, never
+the project. One request per stdin line, one reply per stdout line; the process stays up between
+requests because a metric module's imports take seconds.
+
+    {"func": name, "result": v, "expected": v, "options": {...}, "timeout": s}  → {"score": float}
+        `expected` absent: func(result, **options), as DesktopEnv.evaluate() calls a metric without one.
+    {"func": name, "probe": true}  → {"module": "…metrics.vlc", "missing": ["librosa"]}
+    a failure of either            → {"error": "<type>: <message>", "traceback": "…"} (+ "timeout": true)
+
+A value {"__file__": "<base64>", "name": "x.xlsx"} (also inside lists and mappings: getters with
+`multi`) becomes the path of that file, written to a fresh folder that is removed after the request,
+as OSWorld's getters hand metrics local paths; null stays None (OSWorld's "file not found").
+
+`metrics/__init__.py` imports every module (and so easyocr, librosa, …), so it is never run: the
+packages are registered empty and only the module that defines the function is imported, the one
+`__init__.py` imports the name from (read with `ast`, the last import winning as it does there;
+`check_file_exists` is in docs.py and gimp.py), else the module whose source defines it. Libraries
+left out of the environment (`LEFT_OUT`) are stub modules: the rest of their module loads, and a
+metric that touches one fails with a clear error even where OSWorld's code catches the exception
+(compare_audios would otherwise score two unreadable files 1.0).
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import importlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import re
+import signal
+import sys
+import tempfile
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+PACKAGE = "desktop_env.evaluators.metrics"
+DEFAULT_TIMEOUT = 120.0
+# Heavy libraries scripts/osworld-env.sh does not install (torch-based OCR, audio analysis).
+LEFT_OUT = ("easyocr", "librosa")
+_touched: set[str] = set()
+
+
+class MetricTimeout(BaseException):
+    """A request ran past its time; a BaseException so a metric's `except Exception` lets it through."""
+
+
+class _LeftOut(types.ModuleType):
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        _touched.add(self.__name__)
+        raise ModuleNotFoundError(f"{self.__name__} is not installed in the OSWorld metrics environment")
+
+
+def _register_packages() -> Path:
+    """Empty package modules for desktop_env, …evaluators and …metrics; the metrics folder."""
+    spec = importlib.util.find_spec("desktop_env")  # finds the package without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("desktop_env is not installed (run scripts/osworld-env.sh)")
+    top = Path(list(spec.submodule_search_locations)[0])
+    folders = {
+        "desktop_env": top,
+        "desktop_env.evaluators": top / "evaluators",
+        PACKAGE: top / "evaluators/metrics",
+    }
+    for name, folder in folders.items():
+        if name not in sys.modules:
+            package_spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            package_spec.submodule_search_locations = [str(folder)]
+            sys.modules[name] = importlib.util.module_from_spec(package_spec)
+    for lib in LEFT_OUT:
+        if lib not in sys.modules and importlib.util.find_spec(lib) is None:
+            sys.modules[lib] = _LeftOut(lib)
+    return folders[PACKAGE]
+
+
+class Metrics:
+    """OSWorld's metric functions by name, each module imported on first use."""
+
+    def __init__(self) -> None:
+        self.folder = _register_packages()
+        self.exported = self._exported()
+        self._defined: dict[str, str] | None = None
+
+    def _exported(self) -> dict[str, str]:
+        # `from .table import (compare_table, …)` in __init__.py, in order: a later import rebinds the name.
+        tree = ast.parse((self.folder / "__init__.py").read_text(encoding="utf-8"))
+        names: dict[str, str] = {}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                for alias in node.names:
+                    names[alias.asname or alias.name] = node.module
+        return names
+
+    def module_of(self, name: str) -> str:
+        """The submodule (`table`) that defines the metric `name`; LookupError when none does."""
+        if name in self.exported:
+            return self.exported[name]
+        if self._defined is None:
+            self._defined = {}
+            for path in sorted(self.folder.glob("*.py")):
+                if path.stem != "__init__":
+                    for found in re.findall(r"^def (\w+)\(", path.read_text(encoding="utf-8"), re.MULTILINE):
+                        self._defined.setdefault(found, path.stem)
+        if name not in self._defined:
+            raise LookupError(
+                f"{name!r} is not a metric of {PACKAGE}; valid: {', '.join(sorted(self.exported))}"
+            )
+        return self._defined[name]
+
+    def get(self, name: str) -> Callable[..., Any]:
+        """The metric function called `name`, its module imported (alone) if it was not yet."""
+        module = importlib.import_module(f"{PACKAGE}.{self.module_of(name)}")
+        func = getattr(module, name)
+        if not callable(func):
+            raise TypeError(f"{PACKAGE}.{module.__name__}.{name} is not a function")
+        return func  # type: ignore[no-any-return]
+
+    def probe(self, name: str) -> dict[str, Any]:
+        """Where `name` loads from and which left-out libraries its own code names."""
+        func = self.get(name)
+        names = set(getattr(getattr(func, "__code__", None), "co_names", ()))
+        return {"module": func.__module__, "missing": [lib for lib in LEFT_OUT if lib in names]}
+
+
+def _materialize(value: Any, folder: Path, counter: list[int]) -> Any:
+    if isinstance(value, list):
+        return [_materialize(v, folder, counter) for v in value]
+    if isinstance(value, dict):
+        if "__file__" in value:
+            name = os.path.basename(str(value.get("name") or "file"))
+            if name in ("", ".", ".."):
+                raise ValueError(f"bad file name {value.get('name')!r}")
+            # One folder per file: the result and the expected file may share a name.
+            sub = folder / str(counter[0])
+            counter[0] += 1
+            sub.mkdir()
+            path = sub / name
+            path.write_bytes(base64.b64decode(value["__file__"]))
+            return str(path)
+        return {k: _materialize(v, folder, counter) for k, v in value.items()}
+    return value
+
+
+def _on_alarm(signum: int, frame: types.FrameType | None) -> None:
+    raise MetricTimeout
+
+
+def handle(metrics: Metrics, request: dict[str, Any]) -> dict[str, Any]:
+    """The reply to one request; never raises."""
+    name = request.get("func")
+    if not isinstance(name, str):
+        return {"error": "ValueError: the request names no func", "traceback": ""}
+    timeout = float(request.get("timeout") or DEFAULT_TIMEOUT)
+    cwd = os.getcwd()
+    _touched.clear()
+    with tempfile.TemporaryDirectory(prefix="osworld-metric-") as tmp:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            if request.get("probe"):
+                return metrics.probe(name)
+            func = metrics.get(name)
+            counter = [0]
+            result = _materialize(request.get("result"), Path(tmp), counter)
+            options = _materialize(request.get("options") or {}, Path(tmp), counter)
+            # Metrics write scratch files to the working folder: keep them in the request's folder.
+            os.chdir(tmp)
+            if "expected" in request:
+                value = func(result, _materialize(request["expected"], Path(tmp), counter), **options)
+            else:
+                value = func(result, **options)
+        except MetricTimeout:
+            return {"error": f"TimeoutError: {name} gave no score within {timeout:g} s", "timeout": True}
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            os.chdir(cwd)
+    if _touched:
+        libs = ", ".join(sorted(_touched))
+        return {"error": f"ModuleNotFoundError: {name} needs {libs}, not in the OSWorld metrics environment"}
+    # OSWorld takes float(metric) of whatever a metric returns (bools and numpy scalars included).
+    try:
+        if isinstance(value, str | bytes):
+            raise TypeError
+        return {"score": float(value)}
+    except (TypeError, ValueError):
+        return {"error": f"TypeError: {name} returned {value!r}, not a number"}
+
+
+def serve(stdin: IO[bytes], out: IO[str]) -> None:
+    """Answer requests, one a line, until stdin closes."""
+    metrics = Metrics()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    for line in stdin:
+        if line.strip():
+            reply: dict[str, Any]
+            try:
+                request = json.loads(line)
+                if not isinstance(request, dict):
+                    raise ValueError("not a JSON object")
+                float(request.get("timeout") or 0)
+            except (ValueError, TypeError) as exc:
+                reply = {"error": f"ValueError: a bad request: {exc}"}
+            else:
+                try:
+                    reply = handle(metrics, request)
+                except MetricTimeout:  # the timer fired just as the metric returned
+                    reply = {"error": "TimeoutError: the request ran out of time", "timeout": True}
+            out.write(json.dumps(reply) + "\n")
+            out.flush()
+
+
+def probe_all(out: IO[str]) -> int:
+    """Load every metric that metrics/__init__.py exports; write a JSON summary; 1 when any fails."""
+    metrics = Metrics()
+    failed: dict[str, str] = {}
+    needs: dict[str, list[str]] = {}
+    for name in metrics.exported:
+        try:
+            missing = metrics.probe(name)["missing"]
+        except Exception as exc:
+            failed[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        if missing:
+            needs[name] = missing
+    loaded = len(metrics.exported) - len(failed)
+    summary = {"exported": len(metrics.exported), "loaded": loaded, "failed": failed, "needs_left_out": needs}
+    out.write(json.dumps(summary, indent=1) + "\n")
+    return 1 if failed else 0
+
+
+def main() -> int:
+    # Replies keep the real stdout; anything else written there (OSWorld's metrics print) goes to
+    # stderr, so it cannot break a reply line.
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    if sys.argv[1:] == ["--probe-all"]:
+        return probe_all(out)
+    serve(sys.stdin.buffer, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Files a task's setup downloads (OSWorld's `download`, its `cloud_file` references), fetched by the
+sandbox host, never by a sandbox: one content-addressed cache per host, shared by all its sandboxes,
+with an offline mirror looked at first.
+
+    <cache>/blobs/<sha256 of the content>     the bytes, written once (atomically)
+    <cache>/urls/<sha256 of the URL>          the content's sha256 for that URL
+
+A mirror (`SANDBOX_FETCH_MIRROR`: a folder, or an http(s) base URL) holds each file at
+`by-url/<sha256 of the URL>`; `python -m sandbox_workers.fetch add MIRROR URL FILE` puts one there.
+With `SANDBOX_FETCH_OFFLINE=1` the original URL is never tried. A file that cannot be had raises
+`FetchFailed` naming the URL and what each source answered: the task cannot start (an env error),
+it is never skipped silently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from sandbox_workers.base import EnvError
+
+MAX_BYTES = 512 * 1024 * 1024
+TIMEOUT_S = 120.0
+
+
+class FetchFailed(EnvError):
+    """A file could not be had from the cache, the mirror or its URL; the message names the URL."""
+
+
+def url_key(url: str) -> str:
+    """The name of a URL's file in a mirror and in the cache's URL index."""
+    return hashlib.sha256(url.encode("utf-8")).hexdigest()
+
+
+class FetchCache:
+    """The host's download cache (thread-safe: one fetch per URL at a time)."""
+
+    def __init__(
+        self, root: Path, *, mirror: str = "", offline: bool = False, max_bytes: int = MAX_BYTES
+    ) -> None:
+        self.root = root
+        self.mirror = mirror.rstrip("/")
+        self.offline = offline
+        self.max_bytes = max_bytes
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        for sub in ("blobs", "urls", "tmp"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def from_env(cls, root: Path) -> FetchCache:
+        """The cache under `root` configured by SANDBOX_FETCH_MIRROR and SANDBOX_FETCH_OFFLINE."""
+        return cls(
+            root,
+            mirror=os.environ.get("SANDBOX_FETCH_MIRROR", ""),
+            offline=os.environ.get("SANDBOX_FETCH_OFFLINE", "") not in ("", "0"),
+        )
+
+    def get(self, url: str, *, timeout: float = TIMEOUT_S) -> tuple[bytes, str, str]:
+        """(content, its sha256, where it came from: cache, mirror or url)."""
+        key = url_key(url)
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            cached = self._cached(key)
+            if cached is not None:
+                return cached, hashlib.sha256(cached).hexdigest(), "cache"
+            tried = []
+            sources = []
+            if self.mirror:
+                sources.append(("mirror", f"{self.mirror}/by-url/{key}"))
+            if not self.offline:
+                sources.append(("url", url))
+            for name, source in sources:
+                try:
+                    data = self._read(source, timeout)
+                except (OSError, ValueError) as exc:
+                    tried.append(f"{name} {source}: {exc}")
+                    continue
+                digest = self._store(key, data)
+                return data, digest, name
+            if not sources:
+                tried.append("no mirror is configured and SANDBOX_FETCH_OFFLINE forbids the network")
+            raise FetchFailed(f"cannot fetch {url}: " + "; ".join(tried))
+
+    def _cached(self, key: str) -> bytes | None:
+        try:
+            digest = (self.root / "urls" / key).read_text().strip()
+            data = (self.root / "blobs" / digest).read_bytes()
+        except OSError:
+            return None
+        return data if hashlib.sha256(data).hexdigest() == digest else None
+
+    def _read(self, source: str, timeout: float) -> bytes:
+        if not source.startswith(("http://", "https://")):
+            path = Path(source.removeprefix("file://"))
+            if path.stat().st_size > self.max_bytes:
+                raise ValueError(f"larger than {self.max_bytes} bytes")
+            return path.read_bytes()
+        request = urllib.request.Request(source, headers={"User-Agent": "flywheel-sandbox-host"})  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only
+                data: bytes = response.read(self.max_bytes + 1)
+        except urllib.error.HTTPError as exc:
+            raise OSError(f"HTTP {exc.code}") from None
+        except urllib.error.URLError as exc:
+            raise OSError(str(exc.reason)) from None
+        if len(data) > self.max_bytes:
+            raise ValueError(f"larger than {self.max_bytes} bytes")
+        return data
+
+    def _store(self, key: str, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        for target, content in (
+            (self.root / "blobs" / digest, data),
+            (self.root / "urls" / key, digest.encode()),
+        ):
+            if target.parent.name == "blobs" and target.exists():
+                continue
+            fd, tmp = tempfile.mkstemp(dir=self.root / "tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(content)
+            os.replace(tmp, target)
+        return digest
+
+
+def mirror_add(mirror: Path, url: str, file: Path) -> Path:
+    """Put `file` in a mirror folder as the content of `url`."""
+    target = mirror / "by-url" / url_key(url)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(file, target)
+    return target
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m sandbox_workers.fetch", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    add = sub.add_parser("add", help="put a file in a mirror folder as the content of a URL")
+    add.add_argument("mirror", type=Path)
+    add.add_argument("url")
+    add.add_argument("file", type=Path)
+    args = p.parse_args(argv)
+    print(mirror_add(args.mirror, args.url, args.file))
+
+
+if __name__ == "__main__":
+    main()
