@@ -228,18 +228,19 @@ class SandboxEnv:
         return result
 
 
-_LOCAL_FETCH: list[FetchCache] = []
+_LOCAL_FETCH: dict[tuple[str, ...], FetchCache] = {}
 
 
 def local_fetch(provider: Provider, params: Mapping[str, Any]) -> dict[str, Any]:
     """`fetch` for a sandbox driven in this process (no sandbox host between): the same cache and
     mirror a host uses (FLYWHEEL_VAR_DIR/fetch-cache, SANDBOX_FETCH_MIRROR), fetched here, never in
     the sandbox."""
-    if not _LOCAL_FETCH:
-        var = Path(os.environ.get("FLYWHEEL_VAR_DIR", "var"))
-        _LOCAL_FETCH.append(FetchCache.from_env(var / "fetch-cache"))
+    var = os.environ.get("FLYWHEEL_VAR_DIR", "var")
+    key = (var, os.environ.get("SANDBOX_FETCH_MIRROR", ""), os.environ.get("SANDBOX_FETCH_OFFLINE", ""))
+    if key not in _LOCAL_FETCH:
+        _LOCAL_FETCH[key] = FetchCache.from_env(Path(var) / "fetch-cache")
     url = str(params.get("url", ""))
-    data, digest, source = _LOCAL_FETCH[0].get(url, timeout=float(params.get("timeout", 120)))
+    data, digest, source = _LOCAL_FETCH[key].get(url, timeout=float(params.get("timeout", 120)))
     result: dict[str, Any] = {"url": url, "size": len(data), "sha256": digest, "source": source}
     if params.get("path") is None:
         return {**result, "content_b64": base64.b64encode(data).decode("ascii")}

@@ -29,7 +29,7 @@ OFFICE_PROFILE: dict[str, Any] = {
     "memory_mb": 3072,
     "min_idle": 1,
     "max_total": 4,
-    "options": {"apps": []},
+    "options": {"apps": [], "locale": "en_US.UTF-8"},
 }
 
 

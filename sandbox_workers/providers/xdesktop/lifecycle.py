@@ -25,11 +25,11 @@ from sandbox_workers.providers.xdesktop.parts import (
     _SESSION_ARGV,
     APPS,
     RUN_DIR,
-    SESSION_ENV,
     SESSION_PARTS,
     _claim_slot,
     _free_port,
     _Proc,
+    session_env,
 )
 from sandbox_workers.providers.xdesktop.plumbing import DesktopPlumbing
 
@@ -48,7 +48,8 @@ class DesktopLifecycle(DesktopPlumbing):
             if "slot" not in self.__dict__ and os.geteuid() == 0:
                 self.slot, self._claimed_slot = _claim_slot(self.root), True
             self.conf = with_env(
-                confinement_for(self.profile, self.root, slot=self.slot, shared_tmp=True), SESSION_ENV
+                confinement_for(self.profile, self.root, slot=self.slot, shared_tmp=True),
+                session_env(self.profile.options),
             )
             if SandboxCgroup.available():
                 self.cgroup = SandboxCgroup.create(

@@ -10,7 +10,7 @@ import shutil
 import socket
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,14 @@ SESSION_ENV = {
     "GIO_USE_VFS": "local",  # no gvfs daemons per app
     "TERM": "xterm",
 }
+
+
+def session_env(options: Mapping[str, Any]) -> dict[str, str]:
+    """SESSION_ENV, with the profile's `locale` option (e.g. en_US.UTF-8, OSWorld's) as LANG."""
+    locale = options.get("locale")
+    return {**SESSION_ENV, **({"LANG": str(locale), "LC_ALL": str(locale)} if locale else {})}
+
+
 SESSION_PARTS = ("dbus", "openbox")
 """The session's own machinery, restarted in place when it dies (an agent can kill the window manager
 from inside: xkill, its menu's Exit); the start-up apps are not: closing one is the agent's doing."""

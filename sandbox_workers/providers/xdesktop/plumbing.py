@@ -130,6 +130,8 @@ class DesktopPlumbing(Provider):
     def _app_argv(self, app: str, args: Sequence[str]) -> list[str]:
         if app == "chromium":
             self._chromium_prefs()
+        if app == "libreoffice":
+            self._libreoffice_prefs()
         program = APPS[app][0][0]
         if shutil.which(program) is None:
             raise EnvError(
@@ -150,6 +152,33 @@ class DesktopPlumbing(Provider):
         if not (ws / "Downloads").exists():
             (ws / "Downloads").mkdir()
             chown_tree(ws / "Downloads", self.conf.uid)
+
+    def _libreoffice_prefs(self) -> None:
+        """LibreOffice as OSWorld's image has it: no first-start wizard or tip of the day, and saving
+        a .xlsx/.docx/.pptx keeps its format without asking (OSWorld's tasks save with ctrl+s)."""
+        assert self.conf is not None
+        path = ".config/libreoffice/4/user/registrymodifications.xcu"
+        if (self.conf.workspace / path).exists():
+            return
+        items = [  # (path, property, type, value)
+            ("/org.openoffice.Setup/Office", "ooSetupInstCompleted", "boolean", "true"),
+            ("/org.openoffice.Office.Common/Misc", "FirstRun", "boolean", "false"),
+            ("/org.openoffice.Office.Common/Misc", "ShowTipOfTheDay", "boolean", "false"),
+            ("/org.openoffice.Office.Common/Save/Document", "WarnAlienFormat", "boolean", "false"),
+            ("/org.openoffice.Office.Common/Save/Document", "AutoSave", "boolean", "false"),
+            ("/org.openoffice.Office.Recovery/RecoveryInfo", "Enabled", "boolean", "false"),
+        ]
+        body = "".join(
+            f'<item oor:path="{p}"><prop oor:name="{n}" oor:op="fuse"><value>{v}</value></prop></item>\n'
+            for p, n, _, v in items
+        )
+        xml = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<oor:items xmlns:oor="http://openoffice.org/2001/registry" '
+            'xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
+            f"{body}</oor:items>\n"
+        )
+        workspace_write(self.conf, path, xml.encode())
 
     def _release_slot(self) -> None:
         if self._claimed_slot:

@@ -8,9 +8,11 @@ starts is reachable from the others) and one cgroup. Input goes through one pers
 connection (XTEST) and waits for XDamage to settle; screenshots come from a persistent mss instance.
 Not thread-safe: one worker thread per sandbox (as the pool guarantees).
 
-Profile.options: apps (start-up apps, default ["xterm"]; known: xterm, mousepad, pcmanfm, chromium),
+Profile.options: apps (start-up apps, default ["xterm"]; known: xterm, mousepad, pcmanfm, chromium,
+and OSWorld's libreoffice, gimp, vlc, thunderbird where scripts/office-apps.sh installed them),
 settle_first_ms / settle_quiet_ms / settle_max_ms (see display.x11.Settle), start_timeout_s (20),
-a11y_timeout_s (10), glx (False: Xvfb without GLX saves ~55 MB), max_restarts (MAX_RESTARTS).
+a11y_timeout_s (10), glx (False: Xvfb without GLX saves ~55 MB), max_restarts (MAX_RESTARTS),
+locale (LANG of the session, e.g. en_US.UTF-8 as in OSWorld's image; default the host's C locale).
 
 What an agent can kill from inside is restarted in place (`repair`, which the pool calls when
 `health().repair` names something, and every operation before it runs): the window manager and the
@@ -68,11 +70,11 @@ from sandbox_workers.providers.confine.workspace import chown_tree, workspace_re
 from sandbox_workers.providers.xdesktop.lifecycle import DesktopLifecycle
 from sandbox_workers.providers.xdesktop.parts import (
     APPS,
-    SESSION_ENV,
     STATE_FILE,
     STATE_VERSION,
     _Proc,
     _release_slot,
+    session_env,
 )
 
 log = logging.getLogger(__name__)
@@ -335,7 +337,7 @@ class XDesktopProvider(DesktopLifecycle):
             raise EnvError(f"sandbox {sandbox_id} cannot be adopted: gone: {', '.join(gone)}")
         conf = Confinement(
             root=root, workspace=root / "home", uid=uid, network=profile.network, memory_mb=profile.memory_mb,
-            max_pids=profile.max_pids, tmp=root / "tmp", env=SESSION_ENV,
+            max_pids=profile.max_pids, tmp=root / "tmp", env=session_env(profile.options),
         )  # fmt: skip
         if uid is not None:
             etc = root / "etc"
