@@ -66,8 +66,9 @@ else
     # tests that need it (marked vllm) run after, in a phase of their own.
     scripts/vllm-env.sh > "$logs/vllm-env.log" 2>&1 &
     vllm_env_pid=$!
-    # OSWorld's metric functions (desktop-env) in their own environment too: the tests marked osworld.
-    scripts/osworld-env.sh > "$logs/osworld-env.log" 2>&1 &
+    # OSWorld's metric functions (desktop-env) in their own environment too, and OSWorld's applications
+    # (LibreOffice, GIMP, VLC, Thunderbird): the tests marked osworld.
+    { scripts/osworld-env.sh && scripts/office-apps.sh; } > "$logs/osworld-env.log" 2>&1 &
     osworld_env_pid=$!
     start_postgres
     phase_end services
