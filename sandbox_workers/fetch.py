@@ -15,6 +15,8 @@ it is never skipped silently.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import base64
 import hashlib
 import os
 import shutil
@@ -22,9 +24,14 @@ import tempfile
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from sandbox_workers.base import EnvError
+from sandbox_workers.base import EnvError, SandboxError
+
+if TYPE_CHECKING:
+    from sandbox_workers.pool import Pool
 
 MAX_BYTES = 512 * 1024 * 1024
 TIMEOUT_S = 120.0
@@ -129,6 +136,30 @@ class FetchCache:
                 f.write(content)
             os.replace(tmp, target)
         return digest
+
+
+async def fetch_for_lease(
+    pool: Pool, lease: str, cache: FetchCache, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The host's `fetch {url, path?, timeout?}` call on a lease: the file fetched (cache, mirror, then the
+    URL) and written into the sandbox at `path`, or, without a path, returned (base64) to the caller."""
+    url, path = params.get("url"), params.get("path")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise SandboxError("fetch: url must be an http(s) URL")
+    if path is not None and (not isinstance(path, str) or not path):
+        raise SandboxError("fetch: path must be a non-empty string")
+    timeout = params.get("timeout", TIMEOUT_S)
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 1 <= timeout <= 600:
+        raise SandboxError("fetch: timeout must be a number of seconds in [1, 600]")
+    await pool.run(lease, "call:fetch", lambda p: None)  # the lease is valid before the network is used
+    data, digest, source = await asyncio.get_running_loop().run_in_executor(
+        None, lambda: cache.get(url, timeout=float(timeout))
+    )
+    result: dict[str, Any] = {"url": url, "size": len(data), "sha256": digest, "source": source}
+    if path is None:
+        return {**result, "content_b64": base64.b64encode(data).decode("ascii")}
+    await pool.run(lease, "call:fetch", lambda p: p.put_file(path, data))
+    return {**result, "path": path}
 
 
 def mirror_add(mirror: Path, url: str, file: Path) -> Path:

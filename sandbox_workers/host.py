@@ -41,7 +41,7 @@ from sandbox_workers.base import (
     SandboxPathError,
     perform,
 )
-from sandbox_workers.fetch import FetchCache
+from sandbox_workers.fetch import FetchCache, fetch_for_lease
 from sandbox_workers.heartbeat import heartbeat_forever
 from sandbox_workers.live.relay import live_sockets_track, relay_screencast, relay_vnc
 from sandbox_workers.pool import LeaseBroken, LeaseNotFound, Pool, SandboxUnavailable
@@ -310,34 +310,14 @@ async def call(request: web.Request) -> web.Response:
     method, params = data.get("method"), data.get("params") or {}
     if not isinstance(method, str) or not isinstance(params, dict):
         raise SandboxError("method must be a string and params an object")
-    if method == "fetch":
-        return web.json_response({"result": await fetch(request, params)})
+    if method == "fetch":  # by the host, never the sandbox: sandbox_workers.fetch
+        pool, cache = request.app[POOL], request.app[CONFIG]["fetch_cache"]
+        result = await fetch_for_lease(pool, request.match_info["lease"], cache, params)
+        return web.json_response({"result": result})
     result = await request.app[POOL].run(
         request.match_info["lease"], f"call:{method}", lambda p: p.call(method, params)
     )
     return web.json_response({"result": result})
-
-
-async def fetch(request: web.Request, params: Mapping[str, Any]) -> dict[str, Any]:
-    """fetch {url, path?, timeout?}: the host fetches the URL (its cache, its mirror, then the URL) and
-    writes it into the sandbox at `path`, or, without a path, returns it (base64) to the caller."""
-    url, path = params.get("url"), params.get("path")
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise SandboxError("fetch: url must be an http(s) URL")
-    if path is not None and (not isinstance(path, str) or not path):
-        raise SandboxError("fetch: path must be a non-empty string")
-    timeout = number(params, "timeout", 120, low=1, high=600)
-    pool, lease = request.app[POOL], request.match_info["lease"]
-    await pool.run(lease, "call:fetch", lambda p: None)  # the lease is valid before the network is used
-    cache: FetchCache = request.app[CONFIG]["fetch_cache"]
-    data, digest, source = await asyncio.get_running_loop().run_in_executor(
-        None, lambda: cache.get(url, timeout=timeout)
-    )
-    result: dict[str, Any] = {"url": url, "size": len(data), "sha256": digest, "source": source}
-    if path is None:
-        return {**result, "content_b64": base64.b64encode(data).decode("ascii")}
-    await pool.run(lease, "call:fetch", lambda p: p.put_file(path, data))
-    return {**result, "path": path}
 
 
 @routes.post("/v1/leases/{lease}/snapshot")

@@ -28,12 +28,12 @@ if [ "$(cat "$VENV/.stamp" 2>/dev/null)" != "$want" ]; then
   rm -rf "$VENV"
   if command -v uv >/dev/null 2>&1; then
     uv venv -q --python "$PY" "$VENV" >&2
-    pip=(uv pip install -q --python "$VENV/bin/python")
+    pip=(uv pip install -q --python "$VENV/bin/python")  # uv does not compile by default
   else
     $PY -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --upgrade pip >&2
     # desktop-env's unmet requirements are the point: pip is not to list them.
-    pip=("$VENV/bin/python" -m pip install -q --no-warn-conflicts)
+    pip=("$VENV/bin/python" -m pip install -q --no-warn-conflicts --no-compile)
   fi
   "${pip[@]}" "${LIBS[@]}" >&2
   "${pip[@]}" --no-deps "$PACKAGE" >&2

@@ -8,6 +8,12 @@ cd "$(dirname "$0")/.."
 umask 077
 started=$(date +%s%N)
 scripts/setup.sh run
+# SANDBOX_OFFICE=1: the office profile (OSWorld's tasks): its applications, and OSWorld's metric functions
+# in their own environment (about two minutes the first time).
+if [ "${SANDBOX_OFFICE:-0}" = 1 ]; then
+  scripts/office-apps.sh
+  scripts/osworld-env.sh >/dev/null
+fi
 
 export DEBUG=${DEBUG:-1}
 export PORT=${PORT:-8000}

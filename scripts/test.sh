@@ -90,8 +90,11 @@ else
       fi
     done
     if [ "$envs_ok" = 1 ]; then
+      # Two processes: the long engines-and-platform test (named first, so it starts first) on one, the
+      # others (the engine's own tests, OSWorld's metrics and applications) on the other meanwhile.
       VLLM_PYTHON=$PWD/.venv-vllm/bin/python OSWORLD_REQUIRED=1 pytest -m "(vllm or osworld) and not sweep" \
-        --durations=10 "$@" 2>&1 | tee -a "$logs/serving.log" || status=$?
+        -n 2 --dist loadfile --durations=10 "$@" tests/webapp/policies/test_served_rollouts_real.py tests \
+        2>&1 | tee -a "$logs/serving.log" || status=$?
     fi
     phase_end serving
     echo "[test] what can differ on SQLite (marked engine), on the embedded default"

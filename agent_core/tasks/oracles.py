@@ -60,6 +60,7 @@ ORACLE_MODULES = (
     "agent_core.suites.miniwob_oracles_widgets",
     "agent_core.suites.desktop_oracles",
     "agent_core.suites.desktop_oracles_web",
+    "agent_core.suites.osworld_samples",
 )
 
 

@@ -18,7 +18,8 @@ from agent_core.data.trajectory import CheckResult
 from agent_core.env import Env, EnvError
 from agent_core.tasks.metrics import get_metric
 from agent_core.tasks.osworld_metrics import file_value
-from agent_core.tasks.spec import Check, Probe, SetupStep, TaskSpec, render, select_path
+from agent_core.tasks.spec import Check, Probe, SetupStep, TaskSpec
+from agent_core.tasks.templating import render, select_path
 
 log = logging.getLogger(__name__)
 INFEASIBLE_PREFIX = "infeasible"

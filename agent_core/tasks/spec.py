@@ -39,6 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_core.tasks.templating import TEMPLATE as _TEMPLATE
+from agent_core.tasks.templating import render, select_path
+
+__all__ = ["FORMAT", "TaskSpec", "TaskSpecError", "parse_task", "render", "select_path"]
+
 FORMAT = "flywheel-task/1"
 PLATFORMS = ("desktop", "browser", "android")
 SETUP_OPS = {
@@ -84,8 +89,6 @@ TOP_LEVEL = {
     "origin",
 }
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*$")
-_INDEX = re.compile(r"-?[0-9]+")
-_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*\}\}")
 MAX_STEPS_CAP = 500
 MAX_SECONDS_CAP = 24 * 3600
 # A task document is stored in a database row and parsed on every episode: files a setup puts in
@@ -200,52 +203,6 @@ class TaskSpec:
     def to_dict(self) -> dict[str, Any]:
         """The document form (what `parse_task` accepts)."""
         return json.loads(json.dumps(self.source))  # type: ignore[no-any-return]
-
-
-def render(value: Any, context: Mapping[str, Any]) -> Any:
-    """Fill `{{name}}` / `{{save.field}}` in every string of `value` (lists and mappings included).
-
-    A string that is exactly one placeholder keeps the value's type (an int stays an int)."""
-    if isinstance(value, str):
-        whole = _TEMPLATE.fullmatch(value)
-        if whole:
-            return _lookup(context, whole.group(1))
-        return _TEMPLATE.sub(lambda m: _as_text(_lookup(context, m.group(1))), value)
-    if isinstance(value, Mapping):
-        return {k: render(v, context) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [render(v, context) for v in value]
-    return value
-
-
-def select_path(value: Any, path: str) -> Any:
-    """`value` followed along a dotted path (mapping keys, list indices); missing parts give None."""
-    for part in path.split(".") if path else ():
-        if isinstance(value, Mapping):
-            value = value.get(part)
-        elif isinstance(value, list | tuple) and _INDEX.fullmatch(part):
-            idx = int(part)
-            value = value[idx] if -len(value) <= idx < len(value) else None
-        else:
-            return None
-    return value
-
-
-def _lookup(context: Mapping[str, Any], dotted: str) -> Any:
-    head, _, rest = dotted.partition(".")
-    if head not in context:
-        raise TaskSpecError(
-            f"template names {{{{{dotted}}}}} but there is no parameter or saved result {head!r}"
-        )
-    return select_path(context[head], rest)
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list | tuple):
-        return " ".join(_as_text(v) for v in value)
-    return json.dumps(value) if isinstance(value, Mapping) else str(value)
 
 
 # --- parsing -----------------------------------------------------------------------------------

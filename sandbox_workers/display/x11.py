@@ -375,6 +375,19 @@ class XSession:
             if left <= 0 or not self._wait_damage(min(conf.quiet_ms / 1000, left)):
                 return time.monotonic() - t0
 
+    def quiet(self, quiet_s: float, max_s: float) -> bool:
+        """Wait until nothing has been drawn for `quiet_s` (an app done starting up), at most `max_s`;
+        whether it got quiet."""
+        cap = time.monotonic() + max_s
+        while True:
+            damage.damage_subtract(self.d, self._damage)
+            self._drain()
+            left = cap - time.monotonic()
+            if left <= 0:
+                return False
+            if not self._wait_damage(min(quiet_s, left)):
+                return True
+
     # --- windows ---
     def atom(self, name: str) -> int:
         """Intern an atom (cached)."""

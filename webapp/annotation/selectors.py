@@ -38,6 +38,32 @@ def tasks_to_demonstrate() -> QuerySet[Task]:
     return Task.objects.filter(is_published=True).order_by("slug")
 
 
+def is_unproven(task: Task, scripted: set[str] | None = None) -> bool:
+    """An unpublished task no scripted solution can prove (an imported benchmark task): a person's
+    demonstration that the checker scores 1 proves it (and then doing nothing must score 0)."""
+    if scripted is None:
+        from agent_core.tasks.oracles import oracle_names
+
+        scripted = set(oracle_names())
+    if task.is_published or not task.spec:
+        return False
+    return (task.spec.get("oracle") or task.slug) not in scripted
+
+
+def tasks_unproven(limit: int = 1000) -> list[Task]:
+    """The unproven tasks (`is_unproven`), by slug."""
+    from agent_core.tasks.oracles import oracle_names
+
+    scripted = set(oracle_names())
+    out: list[Task] = []
+    for task in Task.objects.filter(is_published=False).order_by("slug").iterator():
+        if is_unproven(task, scripted):
+            out.append(task)
+            if len(out) >= limit:
+                break
+    return out
+
+
 def annotators() -> QuerySet[AbstractBaseUser]:
     """Active users who may record demonstrations."""
     perm = Q(groups__permissions__codename="annotate") | Q(user_permissions__codename="annotate")

@@ -27,6 +27,7 @@ from sandbox_workers.agent_env import A11yMode, SandboxEnv
 from sandbox_workers.base import SandboxError
 from sandbox_workers.client import LeasedSandbox
 from webapp.annotation.models import Assignment
+from webapp.annotation.selectors import is_unproven
 from webapp.catalog.models import Task
 from webapp.common.queue import DEMO_PREPARE, enqueue
 from webapp.common.text import MAX_NOTE, text_problem
@@ -42,6 +43,7 @@ from webapp.episodes.services import (
     step_record,
 )
 from webapp.policies.models import PolicyVersion
+from webapp.rollouts.verification import proof_record
 from webapp.sandboxes.control import control_assign, control_clear
 from webapp.sandboxes.models import ControlToken, Lease
 from webapp.sandboxes.services import (
@@ -295,6 +297,9 @@ def demo_submit(*, episode: Episode, user: AbstractBaseUser, answer: str = "") -
     with contextlib.suppress(SandboxError, EnvError):
         lease_end(lease=lease)
     Assignment.objects.filter(episode=episode).update(state=Assignment.State.DONE)
+    if check.reward == 1.0 and is_unproven(episode.task):
+        # A benchmark task with no scripted solution: this demonstration is its proof.
+        proof_record(task=episode.task, episode_id=episode.pk, by=str(user))
     return episode
 
 

@@ -14,8 +14,10 @@ from webapp.annotation.selectors import (
     annotators,
     assignments_open,
     demos_of,
+    is_unproven,
     proposal_policies,
     tasks_to_demonstrate,
+    tasks_unproven,
 )
 from webapp.annotation.services import DemoError, assignment_create, demo_abandon, demo_start
 from webapp.catalog.models import Task
@@ -42,6 +44,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         "running": demos_of(annotator=request.user, running=True)[:50],
         "recent": demos_of(annotator=request.user, running=False)[:20],
         "tasks": tasks_to_demonstrate()[:1000],
+        "unproven": tasks_unproven(),
         "policies": proposal_policies(),
         "can_assign": can_assign,
         "annotators": annotators() if can_assign else [],
@@ -61,7 +64,9 @@ def start(request: HttpRequest) -> HttpResponse:
         )
         task = assignment.task
     else:
-        task = get_object_or_404(Task, pk=_int(request.POST.get("task")) or 0, is_published=True)
+        task = get_object_or_404(Task, pk=_int(request.POST.get("task")) or 0)
+        if not (task.is_published or is_unproven(task)):
+            raise Http404("no such task to demonstrate")
     policy = None
     if policy_id := _int(request.POST.get("policy")):
         policy = get_object_or_404(PolicyVersion, pk=policy_id, is_active=True)

@@ -151,4 +151,16 @@ def osworld_import(
             slug=slug, name=f"OSWorld {domain}", description=f"OSWorld's {domain} tasks, imported"
         )
         counts[slug] = specs_load(suite=suite, specs=members)
+    # Why each is unpublished, before any check has run: what would prove it.
+    from agent_core.tasks.oracles import oracle_names
+
+    scripted = set(oracle_names())
+    unproven = [s.id for s in specs if (s.oracle or s.id) not in scripted]
+    Task.objects.filter(slug__in=unproven, is_published=False, verification={}).update(
+        verification={
+            "status": "unchecked",
+            "reason": "no proof yet: it has no scripted solution; an annotator's demonstration that its "
+            "checker scores 1 proves it (Annotate → Prove a benchmark task), then doing nothing must score 0",
+        }
+    )
     return counts, refused

@@ -36,6 +36,7 @@ Extensions (`call`): launch {app, args?, timeout?}, a11y, windows.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -79,6 +80,8 @@ from sandbox_workers.providers.xdesktop.parts import (
 
 log = logging.getLogger(__name__)
 
+# Apps whose window shows before they take input: the quiet time (s) after which they are ready.
+SLOW_TO_READY = {"libreoffice": 0.5, "gimp": 0.5, "thunderbird": 0.5}
 A11Y_SCRIPT = Path(__file__).resolve().parent.parent.parent / "a11y_dump.py"
 _MOBILE = (A.LongPress, A.OpenApp, A.PressHome, A.PressBack, A.McpCall)
 
@@ -257,6 +260,11 @@ class XDesktopProvider(DesktopLifecycle):
             new = [w for w in self._x("windows", lambda x: x.windows()) if w.id not in before]
             mine = [w for w in new if APPS[app][1] in " ".join(w.wm_class).lower()]
             if mine or time.monotonic() > deadline:
+                if mine and app in SLOW_TO_READY:
+                    # Its window comes before its content: keys sent while a document still loads
+                    # are lost (seen with LibreOffice). Ready once nothing is drawn for a moment.
+                    quiet, left = SLOW_TO_READY[app], max(0.5, deadline - time.monotonic())
+                    self._x("launch", functools.partial(XSession.quiet, quiet_s=quiet, max_s=left))
                 return {"app": app, "pid": proc.pid, "window": mine[-1].to_dict() if mine else None}
             self._require_infra()
             time.sleep(0.01)

@@ -70,7 +70,8 @@ def test_the_worker_retries_a_check_with_no_sandbox_then_says_it_gave_up(no_sand
 def test_a_failed_check_says_why():
     task = miniwob_task(oracle="no-such-oracle")
     result = task_verify(task=task, runs=1)
-    assert result["status"] == "failed" and result["reason"] == "no oracle named 'no-such-oracle'"
+    assert result["status"] == "failed"
+    assert result["reason"].startswith("no proof yet: no scripted solution named 'no-such-oracle'")
     task.refresh_from_db()
     assert task.verification_status == "failed" and not task.is_published
 
@@ -128,3 +129,57 @@ def test_tasks_verify_unverified_hands_over_every_task_without_a_verdict(
     assert sorted(queued.of(TASK_VERIFY)) == want
     assert Task.objects.get(pk=tasks["waiting"].pk).verification_status == "queued"
     assert "enqueued 3 verifications" in capsys.readouterr().out
+
+
+@pytest.fixture
+def fake_runs(monkeypatch):
+    """Leases and episodes faked at one boundary: each run of a policy scores `scores[policy]`."""
+    from types import SimpleNamespace
+
+    runs: list[str] = []
+    scores = {"oracle": 1.0, "noop": 0.0}
+    monkeypatch.setattr(verification, "sandbox_lease", lambda **kw: (None, SimpleNamespace()))
+    monkeypatch.setattr(verification, "SandboxEnv", lambda leased, platform: SimpleNamespace())
+    monkeypatch.setattr(verification, "prepare", lambda spec, env, seed: None)
+
+    def run_episode(env, policy, prepared):
+        runs.append(policy.name)
+        return SimpleNamespace(reward=scores[policy.name])
+
+    monkeypatch.setattr(verification, "run_episode", run_episode)
+    monkeypatch.setattr(verification, "make_policy", lambda name: SimpleNamespace(name=name))
+    return runs, scores
+
+
+def test_a_demonstration_scoring_1_proves_a_task_without_a_scripted_solution(
+    fake_runs, django_capture_on_commit_callbacks, queued
+):
+    from tests.factories import make_episode
+
+    runs, scores = fake_runs
+    task = miniwob_task(oracle="no-such-oracle")
+    assert task_verify(task=task, runs=2)["status"] == "failed"
+    failed = make_episode(task=task, reward=0.0)
+    # Only a demonstration that scored 1 is a proof.
+    with django_capture_on_commit_callbacks(execute=True):
+        verification.proof_record(task=task, episode_id=failed.pk, by="ann")
+    assert task_verify(task=task, runs=1)["reason"].startswith("no proof yet")
+    good = make_episode(task=task, reward=1.0)
+    with django_capture_on_commit_callbacks(execute=True):
+        verification.proof_record(task=task, episode_id=good.pk, by="ann")
+    assert queued[-1][0] == TASK_VERIFY
+    result = task_verify(task=task, runs=2)
+    # The proof stands for the scripted runs: only doing nothing runs, and must score 0.
+    assert runs == ["noop", "noop"]
+    assert result["ok"] and result["proof"]["episode"] == good.pk and result["oracle"] == [1.0, 1.0]
+    task.refresh_from_db()
+    assert task.is_published
+    # A later check keeps resting on the proof; doing nothing that scores 1 unpublishes it.
+    scores["noop"] = 1.0
+    result = task_verify(task=task, runs=1)
+    assert not result["ok"] and "doing nothing scored [1.0]" in result["reason"]
+    assert result["proof"]["episode"] == good.pk
+    # A changed spec needs a new proof.
+    Task.objects.filter(pk=task.pk).update(spec={**task.spec, "title": "changed"})
+    task.refresh_from_db()
+    assert task_verify(task=task, runs=1)["reason"].startswith("no proof yet")

@@ -1,0 +1,193 @@
+"""OSWorld's evaluator (`func`, `result`, `expected`, `options`, `conj`, `postconfig`) as our checker:
+OSWorld's own metric functions (`osworld` metric) on what our probes read, as its getters would give it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import Any
+
+from agent_core.tasks.osworld_tables import GETTER_REFUSED, HOME, OSWORLD_METRICS, URL
+from agent_core.tasks.spec import TaskSpecError
+
+
+class EvaluatorMapping:
+    """The evaluator half of one task's import (the setup half, `error` and `command` are the importer's)."""
+
+    def error(self, where: str, why: str) -> TaskSpecError:
+        raise NotImplementedError
+
+    def setup_step(self, where: str, step: Any) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def command(self, command: Any, shell: bool, where: str) -> str:
+        raise NotImplementedError
+
+    def checker(self, ev: Mapping[str, Any]) -> dict[str, Any]:
+        funcs = ev.get("func")
+        single = isinstance(funcs, str)
+        funcs = [funcs] if single else funcs
+        if not isinstance(funcs, list) or not funcs or not all(isinstance(f, str) for f in funcs):
+            raise self.error("evaluator.func", "must be a function name or a list of them")
+        if "infeasible" in funcs:
+            raise self.error("evaluator.func", "infeasible must be the only function")
+        n = len(funcs)
+        results = self.per_func(ev.get("result"), n, single, "result")
+        has_expected = bool(ev.get("expected"))
+        expecteds = self.per_func(ev.get("expected"), n, single, "expected") if has_expected else [None] * n
+        options = self.per_func(ev.get("options", {} if single else [{}] * n), n, single, "options")
+        conj = ev.get("conj", "and")
+        if conj not in ("and", "or"):
+            raise self.error("evaluator.conj", f"{conj!r} is not and / or")
+        before = ev.get("postconfig", [])
+        if not isinstance(before, list):
+            raise self.error("evaluator.postconfig", "must be a list of setup steps")
+        checks = [
+            self.check(f, r, e, o, has_expected, i if not single else None)
+            for i, (f, r, e, o) in enumerate(zip(funcs, results, expecteds, options, strict=True))
+        ]
+        checker: dict[str, Any] = {"combine": "all_mean" if conj == "and" else "any", "checks": checks}
+        steps = [
+            s for i, step in enumerate(before) for s in self.setup_step(f"evaluator.postconfig[{i}]", step)
+        ]
+        if steps:
+            checker["before"] = steps
+        return checker
+
+    def per_func(self, value: Any, n: int, single: bool, name: str) -> list[Any]:
+        if single:
+            return [value]
+        if not isinstance(value, list) or len(value) != n:
+            raise self.error(f"evaluator.{name}", f"must be a list of {n} (one per function)")
+        return value
+
+    def check(
+        self, func: str, result: Any, expected: Any, options: Any, has_expected: bool, i: int | None
+    ) -> dict[str, Any]:
+        where = f"evaluator.func {func!r}" if i is None else f"evaluator.func[{i}] {func!r}"
+        if func not in OSWORLD_METRICS:
+            raise self.error(where, "is not one of OSWorld's metric functions (desktop-env 1.0.2)")
+        if options is None:
+            options = {}
+        if not isinstance(options, Mapping):
+            raise self.error(f"{where} options", "must be an object")
+        check: dict[str, Any] = {
+            "probe": self.getter(result, f"{where} result"),
+            "metric": "osworld",
+            "options": {"func": func, "options": dict(options), "expected_given": has_expected},
+        }
+        if not has_expected:
+            return check
+        if isinstance(expected, Mapping) and expected.get("type") == "rule":
+            if set(expected) - {"type", "rules"}:
+                raise self.error(
+                    f"{where} expected",
+                    f"unknown key(s) {', '.join(sorted(set(expected) - {'type', 'rules'}))}",
+                )
+            check["expected"] = expected.get("rules")
+        else:
+            check["expected_probe"] = self.getter(expected, f"{where} expected")
+        return check
+
+    def getter(self, getter: Any, where: str) -> dict[str, Any]:
+        """Our probe for an OSWorld getter."""
+        if not isinstance(getter, Mapping) or not isinstance(getter.get("type"), str):
+            raise self.error(where, "must be a getter object with a type")
+        kind = getter["type"]
+        where = f"{where} ({kind})"
+        if kind in GETTER_REFUSED:
+            raise self.error(where, GETTER_REFUSED[kind])
+        known = {
+            "vm_file": {"path", "dest", "multi", "gives", "time_suffix", "time_format"},
+            "cloud_file": {"path", "dest", "multi", "gives"},
+            "vm_command_line": {"command", "shell"},
+            "vm_command_error": {"command", "shell"},
+            "gimp_config_file": {"dest", "file_name"},
+        }
+        if kind not in known:
+            raise self.error(where, f"this getter is not supported (supported: {', '.join(known)}, rule)")
+        extra = sorted(set(map(str, getter)) - known[kind] - {"type"})
+        if extra:
+            raise self.error(where, f"unknown key(s) {', '.join(extra)}")
+        if kind == "vm_file":
+            return self.vm_file(getter, where)
+        if kind == "cloud_file":
+            if getter.get("multi"):
+                paths, dests = getter.get("path"), getter.get("dest")
+                if not (isinstance(paths, list) and isinstance(dests, list) and len(paths) == len(dests)):
+                    raise self.error(where, "multi needs path and dest lists of one length")
+                gives = getter.get("gives", [0])
+                if not isinstance(gives, list) or len(gives) != 1 or gives[0] not in range(len(paths)):
+                    raise self.error(where, "multi cloud files are mapped only when gives names one of them")
+                url, dest = paths[gives[0]], dests[gives[0]]
+            else:
+                url, dest = getter.get("path"), getter.get("dest")
+            if not isinstance(url, str) or not URL.match(url):
+                raise self.error(where, f"path must be an http(s) URL, got {url!r}")
+            return {"op": "fetch", "url": url, "name": _name(dest, url)}
+        if kind in ("vm_command_line", "vm_command_error"):
+            command = self.command(getter.get("command"), bool(getter.get("shell", False)), where)
+            if kind == "vm_command_error":
+                command = f"{{ {command}\n}} 2>&1 >/dev/null"
+            return {"op": "exec", "command": command, "any_exit": True, "timeout": 60}
+        # gimp_config_file: OSWorld reads ~/.config/GIMP/2.10/<file_name>.
+        name = getter.get("file_name")
+        if not isinstance(name, str) or not name or "/" in name:
+            raise self.error(where, "file_name must be a file name")
+        return {
+            "op": "file",
+            "path": f".config/GIMP/2.10/{name}",
+            "raw": True,
+            "name": _name(getter.get("dest"), name),
+        }
+
+    def vm_file(self, getter: Mapping[str, Any], where: str) -> dict[str, Any]:
+        # OSWorld tests `multi` for truth (`config.get("multi", False)`): "true" counts, as there.
+        if not getter.get("multi"):
+            path = getter.get("path")
+            if not isinstance(path, str):
+                raise self.error(where, "path must be a string (a list needs multi: true)")
+            return {
+                "op": "file",
+                "path": self.home_path(path, where),
+                "raw": True,
+                "name": _name(getter.get("dest"), path),
+            }
+        paths, dests = getter.get("path"), getter.get("dest")
+        if not (isinstance(paths, list) and isinstance(dests, list) and len(paths) == len(dests) and paths):
+            raise self.error(where, "multi needs path and dest lists of one length")
+        gives = getter.get("gives", [0])
+        if not isinstance(gives, list) or not all(isinstance(g, int) and 0 <= g < len(paths) for g in gives):
+            raise self.error(where, f"gives must list indices into the {len(paths)} paths")
+        return {
+            "op": "files",
+            "paths": [self.home_path(p, where) for p in paths],
+            "names": [_name(d, p) for d, p in zip(dests, paths, strict=True)],
+            "gives": gives,
+        }
+
+    def home_path(self, path: Any, where: str) -> str:
+        """A path under /home/user (or ~), relative to the workspace."""
+        if not isinstance(path, str) or not path:
+            raise self.error(where, f"path must be a non-empty string, got {path!r}")
+        p = PurePosixPath(path)
+        if p.parts[:1] == ("~",):
+            p = PurePosixPath(HOME, *p.parts[1:])
+        elif not p.is_absolute():
+            p = PurePosixPath(HOME, p)  # OSWorld's server runs in the home folder
+        try:
+            rel = p.relative_to(HOME)
+        except ValueError:
+            raise self.error(
+                where, f"{path} is outside {HOME}, the only place our sandboxes give files"
+            ) from None
+        if ".." in rel.parts or not rel.parts:
+            raise self.error(where, f"{path} does not name a file under {HOME}")
+        return str(rel)
+
+
+def _name(dest: Any, path: Any) -> str:
+    """The file name a metric sees: OSWorld's `dest`, else the path's last part."""
+    if isinstance(dest, str) and dest and "/" not in dest:
+        return dest
+    return PurePosixPath(str(path).split("?", 1)[0]).name or "file"
