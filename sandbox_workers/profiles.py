@@ -29,7 +29,15 @@ OFFICE_PROFILE: dict[str, Any] = {
     "memory_mb": 3072,
     "min_idle": 1,
     "max_total": 4,
-    "options": {"apps": [], "locale": "en_US.UTF-8"},
+    # LibreOffice draws a step's result in bursts over ~100 ms and drops a key that comes meanwhile:
+    # a step waits until nothing was drawn for 40 ms (at most 0.5 s), not the desktop's 4 ms.
+    "options": {
+        "apps": [],
+        "locale": "en_US.UTF-8",
+        "settle_first_ms": 60,
+        "settle_quiet_ms": 40,
+        "settle_max_ms": 500,
+    },
 }
 
 
