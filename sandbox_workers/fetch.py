@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_core.tasks.mirror import url_key
 from sandbox_workers.base import EnvError, SandboxError
 
 if TYPE_CHECKING:
@@ -39,11 +40,6 @@ TIMEOUT_S = 120.0
 
 class FetchFailed(EnvError):
     """A file could not be had from the cache, the mirror or its URL; the message names the URL."""
-
-
-def url_key(url: str) -> str:
-    """The name of a URL's file in a mirror and in the cache's URL index."""
-    return hashlib.sha256(url.encode("utf-8")).hexdigest()
 
 
 class FetchCache:

@@ -19,6 +19,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from agent_core.actions import model as A
+from agent_core.tasks.mirror import url_key
 from agent_core.tasks.oracles import OracleContext, register_oracle, said
 
 BASE = "https://osworld-samples.invalid/files"
@@ -165,9 +166,7 @@ def write_tasks(folder: Path) -> list[Path]:
 
 
 def write_mirror(folder: Path) -> list[Path]:
-    """The samples' files in a mirror folder (sandbox_workers.fetch's layout)."""
-    from sandbox_workers.fetch import url_key
-
+    """The samples' files in a mirror folder (agent_core.tasks.mirror's layout)."""
     (folder / "by-url").mkdir(parents=True, exist_ok=True)
     paths = []
     for url, make in FILES.items():

@@ -6,4 +6,5 @@ app_name = "catalog"
 urlpatterns = [
     path("", views.task_list, name="task_list"),
     path("<int:task_id>/", views.task_detail, name="task_detail"),
+    path("import-osworld/", views.osworld_upload, name="osworld_upload"),
 ]
