@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_core.tasks.errors import TaskSpecError
 from agent_core.tasks.templating import TEMPLATE as _TEMPLATE
 from agent_core.tasks.templating import render, select_path
 
@@ -94,10 +95,6 @@ MAX_SECONDS_CAP = 24 * 3600
 # A task document is stored in a database row and parsed on every episode: files a setup puts in
 # place belong in put_file steps of modest size, not in megabytes of inline text.
 MAX_DOC_BYTES = 1024 * 1024
-
-
-class TaskSpecError(ValueError):
-    """A task document is invalid; the message names the field and why."""
 
 
 @dataclass(frozen=True)

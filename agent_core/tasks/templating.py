@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from agent_core.tasks.errors import TaskSpecError
+
 INDEX = re.compile(r"-?[0-9]+")
 TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*\}\}")
 
@@ -43,8 +45,6 @@ def select_path(value: Any, path: str) -> Any:
 def _lookup(context: Mapping[str, Any], dotted: str) -> Any:
     head, _, rest = dotted.partition(".")
     if head not in context:
-        from agent_core.tasks.spec import TaskSpecError  # spec imports this module
-
         raise TaskSpecError(
             f"template names {{{{{dotted}}}}} but there is no parameter or saved result {head!r}"
         )
