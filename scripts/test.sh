@@ -66,9 +66,13 @@ else
     # tests that need it (marked vllm) run after, in a phase of their own.
     scripts/vllm-env.sh > "$logs/vllm-env.log" 2>&1 &
     vllm_env_pid=$!
-    # OSWorld's metric functions (desktop-env) in their own environment too, and OSWorld's applications
-    # (LibreOffice, GIMP, VLC, Thunderbird): the tests marked osworld.
-    { scripts/osworld-env.sh && scripts/office-apps.sh; } > "$logs/osworld-env.log" 2>&1 &
+    # OSWorld's metric functions (desktop-env) in their own environment, and OSWorld's applications
+    # (LibreOffice, GIMP, VLC, Thunderbird), install meanwhile too; the tests marked osworld run in the
+    # main pass, each first waiting until this install reports (tests/conftest.py).
+    export OSWORLD_ENV_STATUS="$logs/osworld-env.status" OSWORLD_REQUIRED=1
+    rm -f "$OSWORLD_ENV_STATUS"
+    ( { scripts/osworld-env.sh && scripts/office-apps.sh; } > "$logs/osworld-env.log" 2>&1 \
+        && echo ok > "$OSWORLD_ENV_STATUS" || echo failed > "$OSWORLD_ENV_STATUS" ) &
     osworld_env_pid=$!
     start_postgres
     phase_end services
@@ -76,25 +80,22 @@ else
     # browsers and servers. TEST_WORKERS=0 runs them in this process.
     workers=${TEST_WORKERS:-2}
     echo "[test] the whole suite on PostgreSQL ($workers parallel workers)"
-    pytest -m "not vllm and not osworld" $([ "$workers" -gt 0 ] && echo "-n $workers --dist loadfile") \
+    pytest -m "not vllm" $([ "$workers" -gt 0 ] && echo "-n $workers --dist loadfile") \
       --durations=25 "$@" 2>&1 | tee "$logs/postgres.log" || status=$?
     phase_end postgres
-    echo "[test] environments of their own: a real vLLM server (marked vllm), OSWorld's metrics (marked osworld)"
-    envs_ok=1
-    for env in vllm osworld; do
-      pid_var=${env}_env_pid
-      if ! wait "${!pid_var}"; then
-        echo "[test] scripts/$env-env.sh failed:"; grep -v "^WARNING: Location" "$logs/$env-env.log" | tail -20
-        echo "FAILED scripts/$env-env.sh (its environment)" >> "$logs/serving.log"
-        envs_ok=0 status=1
-      fi
-    done
-    if [ "$envs_ok" = 1 ]; then
-      # Two processes: the long engines-and-platform test (named first, so it starts first) on one, the
-      # others (the engine's own tests, OSWorld's metrics and applications) on the other meanwhile.
-      VLLM_PYTHON=$PWD/.venv-vllm/bin/python OSWORLD_REQUIRED=1 pytest -m "(vllm or osworld) and not sweep" \
-        -n 2 --dist loadfile --durations=10 "$@" tests/webapp/policies/test_served_rollouts_real.py tests \
-        2>&1 | tee -a "$logs/serving.log" || status=$?
+    echo "[test] the inference engine: a real vLLM server (marked vllm), on PostgreSQL"
+    if ! wait "$osworld_env_pid" || [ "$(cat "$OSWORLD_ENV_STATUS" 2>/dev/null)" != ok ]; then
+      echo "[test] OSWorld's environment or applications failed to install:"; tail -20 "$logs/osworld-env.log"
+      echo "FAILED scripts/osworld-env.sh + scripts/office-apps.sh" >> "$logs/serving.log"
+      status=1
+    fi
+    if wait "$vllm_env_pid"; then
+      VLLM_PYTHON=$PWD/.venv-vllm/bin/python pytest -m "vllm and not sweep" --durations=10 "$@" 2>&1 \
+        | tee -a "$logs/serving.log" || status=$?
+    else
+      echo "[test] scripts/vllm-env.sh failed:"; grep -v "^WARNING: Location" "$logs/vllm-env.log" | tail -20
+      echo "FAILED scripts/vllm-env.sh (the vLLM environment)" >> "$logs/serving.log"
+      status=1
     fi
     phase_end serving
     echo "[test] what can differ on SQLite (marked engine), on the embedded default"

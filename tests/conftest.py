@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -174,3 +177,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid.startswith(ENGINE_TESTS):
             item.add_marker(pytest.mark.engine)
+
+
+OSWORLD_ENV_WAIT_S = 900
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked osworld waits for OSWorld's environment and applications when `make test` is
+    installing them beside the run (OSWORLD_ENV_STATUS names the file the install writes at its end)."""
+    status_file = os.environ.get("OSWORLD_ENV_STATUS")
+    if not status_file or item.get_closest_marker("osworld") is None:
+        return
+    deadline = time.monotonic() + OSWORLD_ENV_WAIT_S
+    path = Path(status_file)
+    while not path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"OSWorld's environment did not finish installing in {OSWORLD_ENV_WAIT_S} s")
+        time.sleep(1)
+    if path.read_text().strip() != "ok":
+        pytest.fail("OSWorld's environment or applications failed to install (see osworld-env.log)")
