@@ -141,8 +141,13 @@ def task_id(domain: str, doc: dict[str, Any]) -> str:
 @register_oracle(task_id("libreoffice_calc", TASKS["libreoffice_calc"]))
 def calc_row_sums(ctx: OracleContext) -> Iterator[A.Action]:
     """Type a sum formula into each row's total cell, starting from the first one (D2)."""
-    yield said(ctx, "Calc shows quarters.xlsx; I go to the top-left cell A1 to find my way from there.",
-               A.Hotkey(keys=("ctrl", "home")))  # fmt: skip
+    obs = ctx.observation
+    width, height = (obs.width, obs.height) if obs is not None else (1920, 1080)
+    yield said(ctx, "Calc shows quarters.xlsx; I click into the sheet so that what I type goes to its cells.",
+               A.Click(x=width // 2, y=height * 3 // 5))  # fmt: skip
+    yield said(
+        ctx, "I go to the top-left cell A1 to find my way from there.", A.Hotkey(keys=("ctrl", "home"))
+    )
     for key, why in (("right", "B1"), ("right", "C1"), ("right", "D1, the total header"), ("down", "D2")):
         yield said(ctx, f"I move one cell {key} to {why}.", A.Press(key=key))
     for row in range(2, len(CALC_ROWS) + 1):

@@ -347,7 +347,12 @@ class _Importer(EvaluatorMapping):
             if not app:
                 raise self.error(where, f"no app of ours opens {suffix} files ({path})")
         self.apps.add(app)
-        return [{"op": "launch", "app": app, "args": [path], "timeout": 60}]
+        step: dict[str, Any] = {"op": "launch", "app": app, "args": [path], "timeout": 60}
+        if app in TITLED_BY_DOCUMENT:
+            # OSWorld's server waits for a window whose title holds the file's name, with or without
+            # its extension: the document has loaded, and keys typed now reach it.
+            step["title"] = PurePosixPath(path).stem
+        return [step]
 
     def open_tabs(self, kind: str, params: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
         urls = params.get("urls_to_open")
@@ -385,6 +390,11 @@ class _Importer(EvaluatorMapping):
         if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not 0 <= seconds <= 590:
             raise self.error(where, "seconds must be a number in [0, 590]")
         return [{"op": "wait", "seconds": seconds, "timeout": seconds + 10}]
+
+
+# The apps whose window title names the document they opened (Chromium shows the page's own title, VLC
+# the media's metadata, the file manager the folder).
+TITLED_BY_DOCUMENT = frozenset({"libreoffice", "gimp", "mousepad"})
 
 
 def _pyautogui_code(command: Any) -> str | None:

@@ -250,7 +250,7 @@ def test_an_office_task_downloads_saves_before_scoring_and_compares_with_a_cloud
         {"op": "fetch", "url": "https://example.org/files/totals.xlsx?download=true", "path": "totals.xlsx", "timeout": 300},
         # A relative path is under the home folder, where OSWorld's server runs.
         {"op": "fetch", "url": "https://example.org/files/notes.txt", "path": "Desktop/notes.txt", "timeout": 300},
-        {"op": "launch", "app": "libreoffice", "args": ["/home/user/totals.xlsx"], "timeout": 60},
+        {"op": "launch", "app": "libreoffice", "args": ["/home/user/totals.xlsx"], "title": "totals", "timeout": 60},
         {"op": "window", "action": "activate", "name": "totals.xlsx - LibreOffice Calc", "strict": True,
          "by_class": False, "check": False, "timeout": 30},
     ]  # fmt: skip
@@ -352,7 +352,13 @@ def test_osworlds_and_is_zero_if_any_is_zero_else_the_mean_and_or_is_the_max() -
 def test_gedit_task() -> None:
     doc = import_osworld_task(GEDIT_FILE).to_dict()
     assert doc["setup"][2:] == [
-        {"op": "launch", "app": "mousepad", "args": ["/home/user/Desktop/essay.txt"], "timeout": 60},
+        {
+            "op": "launch",
+            "app": "mousepad",
+            "args": ["/home/user/Desktop/essay.txt"],
+            "title": "essay",
+            "timeout": 60,
+        },
         {"op": "launch", "app": "mousepad", "args": ["/home/user/Desktop/essay.txt"], "timeout": 60},
     ]
     assert doc["checker"]["checks"] == [

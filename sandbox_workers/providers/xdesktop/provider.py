@@ -199,12 +199,17 @@ class XDesktopProvider(DesktopLifecycle):
         self.reset(_after_wipe=unpack)
 
     def call(self, method: str, params: Mapping[str, Any]) -> Any:
-        """launch {app, args?, timeout?} → {app, pid, window}: start an app, wait for its window;
+        """launch {app, args?, timeout?, title?} → {app, pid, window}: start an app, wait for its window
+        (with `title`, for one whose title contains it: the document it opens has loaded);
         a11y → {tree}; windows → {windows: [{id, class, title, x, y, width, height}]}."""
         if method == "launch":
             args = [str(a) for a in params.get("args", [])]
+            title = params.get("title")
             return self._launch(
-                str(params.get("app", "")), args, float(params.get("timeout", self.start_timeout))
+                str(params.get("app", "")),
+                args,
+                float(params.get("timeout", self.start_timeout)),
+                title=str(title) if title else None,
             )
         if method == "a11y":
             self._ready()
@@ -247,7 +252,7 @@ class XDesktopProvider(DesktopLifecycle):
         self._x("window", send)
         return {"window": target.to_dict()}
 
-    def _launch(self, app: str, args: list[str], timeout: float) -> dict[str, Any]:
+    def _launch(self, app: str, args: list[str], timeout: float, title: str | None = None) -> dict[str, Any]:
         if app not in APPS:
             raise SandboxError(f"unknown app {app!r}; valid: {', '.join(sorted(APPS))}")
         self._ready()
@@ -259,6 +264,8 @@ class XDesktopProvider(DesktopLifecycle):
         while True:
             new = [w for w in self._x("windows", lambda x: x.windows()) if w.id not in before]
             mine = [w for w in new if APPS[app][1] in " ".join(w.wm_class).lower()]
+            if title is not None:
+                mine = [w for w in mine if title.lower() in w.title.lower()]
             if mine or time.monotonic() > deadline:
                 if mine and app in SLOW_TO_READY:
                     # Its window comes before its content: keys sent while a document still loads
