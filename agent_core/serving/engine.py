@@ -63,6 +63,8 @@ class EngineSpec:
     engine binds itself to the first core, so two engines on one machine share it."""
     extra_args: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    stop_grace_s: float = 5.0
+    """How long a stopped server may take to exit before its process group is killed."""
 
     @property
     def base_url(self) -> str:
@@ -145,13 +147,9 @@ def parse_metrics(text: str) -> dict[str, float]:
     return out
 
 
-def _die_with_parent() -> None:
-    """In the child: SIGTERM when the process that started it dies, however it dies (kill -9 included),
-    so an engine never outlives its serving agent and keeps answering as a server nobody manages."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+# Runs the server as the leader of its process group and ends that group when the serving agent dies or
+# stops it (guard.py says why: an aborted vLLM server otherwise holds requests in flight unanswered).
+GUARD = Path(__file__).resolve().with_name("guard.py")
 
 
 class Engine:
@@ -179,12 +177,11 @@ class Engine:
         out = self._log if self._log is not None else subprocess.DEVNULL
         log.info("starting vLLM: %s", " ".join(self.spec.command()))
         self._proc = subprocess.Popen(  # noqa: S603 - our own command line
-            self.spec.command(),
+            [self.spec.python, str(GUARD), str(self.spec.stop_grace_s), *self.spec.command()],
             env=self.spec.environment(),
             stdout=out,
             stderr=subprocess.STDOUT,
-            start_new_session=True,  # its workers die with it (killpg)
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - before any thread of ours touches the child
+            start_new_session=True,  # the guard leads the group: the server and its workers end with it
         )
         self.started_at = time.monotonic()
 

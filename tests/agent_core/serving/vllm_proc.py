@@ -46,9 +46,11 @@ def policy_server(
     log_dir: Path,
     interval: float = 1.0,
     cpu_cores: str = "",
+    wait: bool = True,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A whole policy server, as docker-compose and make run start one: the serving agent, run by vLLM's
-    own python, starting its engine and heartbeating into `web_url`; yields once the engine listens."""
+    own python, starting its engine and heartbeating into `web_url`; yields once the engine listens (with
+    wait=False at once: several engines start side by side, the caller waits for them)."""
     python = vllm_python()
     port = free_port()
     args = [python, "-m", "agent_core.serving", "--model", str(model), "--served-name", served_name]
@@ -65,5 +67,6 @@ def policy_server(
         args += ["--cpu-cores", cpu_cores]
     env = {**os.environ, "POLICY_SERVER_TOKEN": token}
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    with process(args, ready=port_open(port), env=env, log_path=log_dir / f"{name}.log", timeout=300) as proc:
+    ready = port_open(port) if wait else lambda: True
+    with process(args, ready=ready, env=env, log_path=log_dir / f"{name}.log", timeout=300) as proc:
         yield proc

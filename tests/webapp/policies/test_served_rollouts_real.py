@@ -163,12 +163,20 @@ def test_rollouts_and_grpo_on_vllm_a_promoted_adapter_hot_loaded_mid_batch_and_a
         "token": PTOKEN,
         "log_dir": tmp_path,
     }
-    # Each engine on a core of its own (the CPU build binds the first core by default).
+    # Each engine on a core of its own (the CPU build binds the first core by default); the two start
+    # side by side.
     with (
-        policy_server(name="srv-a", cpu_cores="0", **common) as srv_a,
-        policy_server(name="srv-b", cpu_cores="1", **common),
+        policy_server(name="srv-a", cpu_cores="0", wait=False, **common) as srv_a,
+        policy_server(name="srv-b", cpu_cores="1", wait=False, **common) as srv_b,
     ):
-        until(lambda: PolicyServer.objects.filter(status="online").count() == 2, "both servers serving")
+        until(
+            lambda: (
+                PolicyServer.objects.filter(status="online").count() == 2
+                or not (srv_a.poll() is None and srv_b.poll() is None)
+            ),
+            "both servers serving",
+        )
+        assert srv_a.poll() is None and srv_b.poll() is None, f"a server exited: see {tmp_path}/srv-*.log"
         urls = set(PolicyServer.objects.values_list("api_url", flat=True))
 
         # 3. A batch on the engines: every step answered by one of them, with the tokens it sampled.
@@ -251,6 +259,9 @@ def test_rollouts_and_grpo_on_vllm_a_promoted_adapter_hot_loaded_mid_batch_and_a
         killed_at = time.time()
         finished(third)
         episodes = list(Episode.objects.filter(batch=third))
+        # The killed server's requests in flight fail at once (its process group ends with its agent):
+        # none waits out a timeout, no episode runs into its time limit.
+        assert not [e for e in episodes if e.stop_reason == "max_seconds"], outcomes(third)
         good = [e for e in episodes if e.status == "finished" and not e.env_error]
         assert sorted(e.seed for e in good) == list(range(200, 206)), outcomes(third)
         for e in episodes:
