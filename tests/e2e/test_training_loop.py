@@ -207,7 +207,7 @@ def test_the_whole_loop_from_the_pages(platform: str, browser: Browser, personas
     rl = launch_run(
         admin, algorithm="grpo", name="loop grpo", policy=sft_policy, suite=str(suite.pk),
         iterations="2", episodes_per_iteration="4", group_size="4", minibatch_size="4", checkpoint_every="1",
-        max_steps_per_episode="2", max_new_tokens="96", history_images="1", lr="0.0005",
+        max_steps_per_episode="2", max_new_tokens="96", history_images="1", lr="0.0005", temperature="1.5",
     )  # fmt: skip
     admin.screenshot(path=SCREENSHOTS / "training-loop-grpo.png", full_page=True)
     rl_batch = RolloutBatch.objects.get(name=f"training run {rl.pk}")
