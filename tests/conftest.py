@@ -173,10 +173,33 @@ ENGINE_TESTS = (
 )
 
 
+# The longest modules of the main pass (minutes each on the CI machine), started first so that the two
+# processes of `make test` do not end with one of them alone on a long one.
+LONGEST_FIRST = (
+    "tests/e2e/test_training_loop.py",
+    "tests/e2e/test_four_roles.py",
+    "tests/webapp/rollouts/test_rollouts_real.py",
+    "tests/agent_core/training/test_distributed.py",
+    "tests/test_make_run.py",
+    "tests/webapp/training/test_worker_real.py",
+    "tests/webapp/datasets/test_export_memory.py",
+    "tests/sandbox_workers/test_host_service.py",
+)
+
+
+def _run_order(item: pytest.Item) -> int:
+    """0: the longest modules; 2: the tests marked osworld, whose applications are still installing
+    beside the first minutes of `make test` (they would hold a process waiting); 1: the rest."""
+    if item.nodeid.startswith(LONGEST_FIRST):
+        return 0
+    return 2 if item.get_closest_marker("osworld") is not None else 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.startswith(ENGINE_TESTS):
             item.add_marker(pytest.mark.engine)
+    items.sort(key=_run_order)  # stable: each module's tests keep their order
 
 
 OSWORLD_ENV_WAIT_S = 900
