@@ -3,6 +3,7 @@ OSWorld's own metric functions (`osworld` metric) on what our probes read, as it
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
@@ -103,6 +104,7 @@ class EvaluatorMapping:
             "vm_command_line": {"command", "shell"},
             "vm_command_error": {"command", "shell"},
             "gimp_config_file": {"dest", "file_name"},
+            "list_directory": {"path"},
         }
         if kind not in known:
             raise self.error(where, f"this getter is not supported (supported: {', '.join(known)}, rule)")
@@ -130,6 +132,16 @@ class EvaluatorMapping:
             if kind == "vm_command_error":
                 command = f"{{ {command}\n}} 2>&1 >/dev/null"
             return {"op": "exec", "command": command, "any_exit": True, "timeout": 60}
+        if kind == "list_directory":
+            # OSWorld's server walks the folder in the VM (POST /list_directory); ours walks it in the
+            # sandbox, the same way, and the probe reads the tree back as JSON.
+            rel = self.home_path(getter.get("path"), where)
+            return {
+                "op": "exec",
+                "command": f"python3 -c {shlex.quote(LIST_DIRECTORY)} {shlex.quote(rel)}",
+                "parse": "json",
+                "timeout": 60,
+            }
         # gimp_config_file: OSWorld reads ~/.config/GIMP/2.10/<file_name>.
         name = getter.get("file_name")
         if not isinstance(name, str) or not name or "/" in name:
@@ -184,6 +196,26 @@ class EvaluatorMapping:
         if ".." in rel.parts or not rel.parts:
             raise self.error(where, f"{path} does not name a file under {HOME}")
         return str(rel)
+
+
+# OSWorld's server's directory tree (its /list_directory route): {type, name, children} per folder,
+# {type: file, name} per file, in os.listdir's order; {error} for a folder it cannot read. A path that is
+# no folder is its HTTP 400, for which the getter gives None: here an exit code, for which the probe does.
+LIST_DIRECTORY = """import json, os, sys
+def tree(d):
+    t = {"type": "directory", "name": os.path.basename(d), "children": []}
+    try:
+        for entry in os.listdir(d):
+            full = os.path.join(d, entry)
+            t["children"].append(tree(full) if os.path.isdir(full) else {"type": "file", "name": entry})
+    except OSError as e:
+        t = {"error": str(e)}
+    return t
+start = os.path.join(os.path.expanduser("~"), sys.argv[1])
+if not os.path.isdir(start):
+    sys.exit(1)
+print(json.dumps(tree(start)))
+"""
 
 
 def _name(dest: Any, path: Any) -> str:

@@ -82,7 +82,6 @@ GETTER_REFUSED = {
     "info_from_website": "reads a live web site",
     "cache_file": "reads OSWorld's host cache, which the setup's execute.stdout fills: not mapped yet",
     "content_from_vm_file": "not mapped yet",
-    "list_directory": "not mapped yet",
     "vscode_config": "VS Code is not packaged for Debian, so our desktops do not have it",
     **dict.fromkeys(
         (

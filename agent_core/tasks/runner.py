@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import logging
 import math
 import time
@@ -221,6 +222,11 @@ def run_probe(probe: Probe, env: Env, context: Mapping[str, Any], *, answer: str
         out = env.exec(str(args["command"]), timeout=float(args.get("timeout", 30)))
         if out.timed_out or (out.exit_code != 0 and not args.get("any_exit", False)):
             return None
+        if args.get("parse") == "json":
+            try:
+                return json.loads(out.stdout)
+            except ValueError:
+                return None
         return out.stdout
     if probe.op == "file":
         try:

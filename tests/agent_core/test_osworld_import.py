@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent_core.actions import model as A
-from agent_core.env import EnvError
+from agent_core.env import EnvError, ExecOutput
 from agent_core.tasks import osworld_metrics
 from agent_core.tasks.osworld import (
     HOME_DIRS,
@@ -20,7 +23,7 @@ from agent_core.tasks.osworld import (
     import_osworld_task,
 )
 from agent_core.tasks.osworld_metrics import file_value
-from agent_core.tasks.runner import combine, evaluate, prepare
+from agent_core.tasks.runner import combine, evaluate, prepare, run_probe
 from agent_core.tasks.spec import TaskSpec, TaskSpecError, parse_task
 from tests.agent_core.test_task_runner import FakeEnv
 
@@ -556,3 +559,53 @@ def test_import_files(tmp_path: Path) -> None:
 
     imported, _ = import_osworld_files(paths[:1], id_prefix="ow")
     assert imported[0].id == "ow/os/5c1075ca-bb34-46a3-a7a0-029bd7463e79"
+
+
+class ShellEnv(FakeEnv):
+    """FakeEnv whose commands really run, in bash, with HOME at `home` (as a sandbox runs them)."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__()
+        self.home = home
+
+    def exec(self, command: str, *, timeout: float = 30.0) -> ExecOutput:
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=self.home, env={"HOME": str(self.home), "PATH": "/usr/bin:/bin"},
+            capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+        return ExecOutput(exit_code=done.returncode, stdout=done.stdout, stderr=done.stderr)
+
+
+def test_list_directory_walks_the_folder_in_the_sandbox_as_osworlds_server_does(tmp_path: Path) -> None:
+    spec = import_osworld_task(
+        with_evaluator(
+            func="check_moved_jpgs",
+            result={"type": "list_directory", "path": "/home/user/Desktop/cpjpg"},
+            expected=rule(expected=["a.jpg"]),
+        )
+    )
+    probe = spec.checker.checks[0].probe
+    assert (probe.op, probe.args["parse"]) == ("exec", "json")
+    folder = tmp_path / "Desktop" / "cpjpg"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.jpg").write_bytes(b"jpg")
+    (folder / "sub" / "b.txt").write_text("b")
+    tree = run_probe(probe, ShellEnv(tmp_path), {})
+    # The shape of OSWorld's server's /list_directory answer, in os.listdir's order.
+    want = {"type": "directory", "name": "cpjpg", "children": []}
+    for entry in os.listdir(folder):
+        want["children"].append(
+            {"type": "directory", "name": "sub", "children": [{"type": "file", "name": "b.txt"}]}
+            if entry == "sub"
+            else {"type": "file", "name": entry}
+        )
+    assert tree == want
+    # No such folder: OSWorld's server answers 400 and its getter gives None; so does the probe.
+    shutil.rmtree(folder)
+    assert run_probe(probe, ShellEnv(tmp_path), {}) is None
+    # Outside the home folder, the only place sandboxes give files: refused at the import.
+    with pytest.raises(TaskSpecError, match="outside /home/user"):
+        import_osworld_task(
+            with_evaluator(func="check_moved_jpgs", result={"type": "list_directory", "path": "/etc"},
+                           expected=rule(expected=[]))
+        )  # fmt: skip

@@ -110,6 +110,11 @@ def test_rule_metrics_score_like_osworld(metrics):
     assert metrics.score("check_direct_json_object", {"theme": "dark", "size": 12}, want) == 1.0
     assert metrics.score("check_direct_json_object", "{'theme': 'dark', 'size': 12}", want) == 1.0
     assert metrics.score("check_direct_json_object", {"theme": "light", "size": 12}, want) == 0.0
+    # A folder tree as the list_directory probe reads it (test_osworld_import.py) and OSWorld's server
+    # gives it.
+    moved = {"type": "directory", "name": "cpjpg", "children": [{"type": "file", "name": "a.jpg"}]}
+    assert metrics.score("check_moved_jpgs", moved, {"expected": ["a.jpg"]}) == 1.0
+    assert metrics.score("check_moved_jpgs", moved, {"expected": ["a.jpg", "b.jpg"]}) == 0.0
 
 
 @needs_osworld
