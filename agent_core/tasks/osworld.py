@@ -57,9 +57,11 @@ from agent_core.tasks.osworld_tables import (
     EVALUATOR_KEYS,
     HOME,
     HOME_DIRS,
+    KILLERS,
     LAUNCH_APPS,
     OPEN_APPS,
     PLACEHOLDER,
+    PROCESS_NAMES,
     PROFILE,
     SCREEN,
     SETUP_REFUSED,
@@ -313,6 +315,8 @@ class _Importer(EvaluatorMapping):
         program = PurePosixPath(argv[0]).name
         if program in SKIPPED_LAUNCHES:
             return []
+        if program in KILLERS:
+            return [self.kill(argv, where)]
         if program in UNAVAILABLE_PROGRAMS:
             raise self.error(where, UNAVAILABLE_PROGRAMS[program])
         if program not in LAUNCH_APPS:
@@ -384,6 +388,23 @@ class _Importer(EvaluatorMapping):
                 "timeout": 30,
             }
         ]
+
+    def kill(self, argv: list[str], where: str) -> dict[str, Any]:
+        """pkill/killall of an app's processes, waiting (10 s at most) until they are gone: the app
+        has written its state (Chrome its profile) and a launch after it starts a new one."""
+        names = argv[1:]
+        if not names or any(n.startswith("-") for n in names):
+            raise self.error(where, f"{shlex.join(argv)}: only `{argv[0]} NAME…` of an app is mapped")
+        ours = []
+        for name in names:
+            if name not in PROCESS_NAMES:
+                raise self.error(
+                    where, f"{argv[0]} {name}: not one of our apps' processes ({', '.join(PROCESS_NAMES)})"
+                )
+            ours.append(PROCESS_NAMES[name])
+        # The sandbox host signals the sandbox's own processes (a pkill inside would see only its own pid
+        # namespace), then waits until they are gone.
+        return {"op": "call", "method": "pkill", "params": {"names": ours, "wait_s": 10}, "timeout": 30}
 
     def sleep(self, kind: str, params: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
         seconds = params.get("seconds")

@@ -8,7 +8,14 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from agent_core.tasks.osworld_tables import GETTER_REFUSED, HOME, OSWORLD_METRICS, URL
+from agent_core.tasks.osworld_tables import (
+    CHROME_FILE_GETTERS,
+    CHROME_PROFILE,
+    GETTER_REFUSED,
+    HOME,
+    OSWORLD_METRICS,
+    URL,
+)
 from agent_core.tasks.spec import TaskSpecError
 
 
@@ -73,10 +80,21 @@ class EvaluatorMapping:
         if not isinstance(options, Mapping):
             raise self.error(f"{where} options", "must be an object")
         check: dict[str, Any] = {
-            "probe": self.getter(result, f"{where} result"),
             "metric": "osworld",
             "options": {"func": func, "options": dict(options), "expected_given": has_expected},
         }
+        kind = result.get("type") if isinstance(result, Mapping) else None
+        if kind in CHROME_FILE_GETTERS:
+            places = CHROME_FILE_GETTERS[kind]
+            check["probe"] = {
+                "op": "files",
+                "paths": [f"{CHROME_PROFILE}/{place}" for place in places],
+                "names": [PurePosixPath(place).name for place in places],
+            }
+            # The whole getter config goes to OSWorld's getter, which reads what it needs of it.
+            check["options"]["getter"] = {"name": kind, "config": dict(result), "files": list(places)}
+        else:
+            check["probe"] = self.getter(result, f"{where} result")
         if not has_expected:
             return check
         if isinstance(expected, Mapping) and expected.get("type") == "rule":
@@ -98,6 +116,8 @@ class EvaluatorMapping:
         where = f"{where} ({kind})"
         if kind in GETTER_REFUSED:
             raise self.error(where, GETTER_REFUSED[kind])
+        if kind in CHROME_FILE_GETTERS:
+            raise self.error(where, "Chrome's profile is read for the result only, not for what is expected")
         known = {
             "vm_file": {"path", "dest", "multi", "gives", "time_suffix", "time_format"},
             "cloud_file": {"path", "dest", "multi", "gives"},

@@ -124,9 +124,14 @@ class OSWorldMetrics:
         options: Mapping[str, Any] | None = None,
         *,
         timeout: float = DEFAULT_TIMEOUT,
+        getter: Mapping[str, Any] | None = None,
     ) -> float:
-        """OSWorld's `func(result, expected, **options)`; OSWorldMetricError when the metric raised."""
+        """OSWorld's `func(result, expected, **options)`; OSWorldMetricError when the metric raised.
+        With `getter` ({name, config, files}), `result` is the files OSWorld's getter get_<name> reads,
+        and the metric gets what that getter makes of them (osworld_worker.py)."""
         request: dict[str, Any] = {"func": func, "result": result, "options": dict(options or {})}
+        if getter is not None:
+            request["getter"] = dict(getter)
         if expected is not NO_EXPECTED:
             request["expected"] = expected
         started = time.monotonic()
@@ -297,9 +302,10 @@ def score(
     options: Mapping[str, Any] | None = None,
     *,
     timeout: float = DEFAULT_TIMEOUT,
+    getter: Mapping[str, Any] | None = None,
 ) -> float:
     """OSWorld's metric `func` on these values, in the process-wide worker (see `OSWorldMetrics.score`)."""
-    return _instance().score(func, result, expected, options, timeout=timeout)
+    return _instance().score(func, result, expected, options, timeout=timeout, getter=getter)
 
 
 def probe(func: str, *, timeout: float = DEFAULT_TIMEOUT) -> MetricProbe:

@@ -48,6 +48,14 @@ LAUNCH_APPS: dict[str, tuple[str, tuple[str, ...]]] = {
 # Flags (prefixes) dropped from any launch: they only serve OSWorld's own machinery.
 DROPPED_FLAGS = ("--remote-debugging-port=",)
 SKIPPED_LAUNCHES = ("socat",)
+# `launch` of pkill/killall (OSWorld's postconfig quits Chrome so it writes its profile): the process
+# name there → ours.
+KILLERS = ("pkill", "killall")
+PROCESS_NAMES = {
+    **dict.fromkeys(("chrome", "google-chrome", "chromium", "chromium-browser"), "chromium"),
+    **dict.fromkeys(("soffice", "soffice.bin", "libreoffice"), "soffice"),
+    **{name: name for name in ("gimp", "vlc", "thunderbird")},
+}
 UNAVAILABLE_PROGRAMS = {"code": "VS Code is not packaged for Debian, so our desktops do not have it"}
 # `open` of a file: its extension → our app (what Ubuntu's xdg-open picks in OSWorld's image).
 OPEN_APPS = {
@@ -86,16 +94,30 @@ GETTER_REFUSED = {
     **dict.fromkeys(
         (
             "active_tab_info", "active_tab_html_parse", "active_tab_url_parse", "active_url_from_accessTree",
-            "open_tabs_info", "bookmarks", "history", "profile_name", "enabled_experiments",
-            "find_unpacked_extension_path", "find_installed_extension_name", "cookie_data",
-            "chrome_font_size", "chrome_language", "default_search_engine", "new_startup_page",
-            "data_delete_automacally", "enable_do_not_track", "enable_enhanced_safety_browsing",
-            "enable_safe_browsing", "page_info", "number_of_search_results", "url_dashPart",
+            "open_tabs_info", "page_info", "number_of_search_results", "url_dashPart",
             "url_path_parse", "macys_product_url_parse", "gotoRecreationPage_and_get_html_content",
             "shortcuts_on_desktop",
         ),
         CHROME_STATE,
     ),
+}  # fmt: skip
+# OSWorld's getters that read Chrome's profile files (through its controller's get_file): run as they are
+# (osworld_worker.py) on those files of our Chromium's profile. The files by their place in the profile.
+CHROME_PROFILE = ".config/chromium"  # Chromium's --user-data-dir on our desktops, under the home folder
+CHROME_FILE_GETTERS = {
+    **dict.fromkeys(
+        (
+            "profile_name", "chrome_font_size", "default_search_engine", "new_startup_page",
+            "data_delete_automacally", "enable_do_not_track", "enable_enhanced_safety_browsing",
+            "enable_safe_browsing", "find_unpacked_extension_path", "find_installed_extension_name",
+        ),
+        ("Default/Preferences",),
+    ),
+    "bookmarks": ("Default/Bookmarks",),
+    "chrome_language": ("Local State",),
+    "enabled_experiments": ("Local State",),
+    "history": ("Default/History",),
+    "cookie_data": ("Default/Cookies",),
 }  # fmt: skip
 PLACEHOLDER = re.compile(r"(?<!\$)\{[A-Z][A-Z0-9_]*\}")
 URL = re.compile(r"https?://", re.IGNORECASE)

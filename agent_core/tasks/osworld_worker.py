@@ -8,6 +8,10 @@ requests because a metric module's imports take seconds.
     {"func": name, "result": v, "expected": v, "options": {...}, "timeout": s}  → {"score": float}
         `expected` absent: func(result, **options), as DesktopEnv.evaluate() calls a metric without one.
     {"func": name, "probe": true}  → {"module": "…metrics.vlc", "missing": ["librosa"]}
+    {"func": …, "getter": {"name": "profile_name", "config": {...}, "files": ["Default/Preferences"]},
+     "result": <file value or null per file>, …}  → the metric on what OSWorld's own getter
+        (`desktop_env.evaluators.getters`, get_<name>) returns on those files: they are what its
+        controller's get_file gives it, by their place in Chrome's profile folder (`files`).
     a failure of either            → {"error": "<type>: <message>", "traceback": "…"} (+ "timeout": true)
 
 A value {"__file__": "<base64>", "name": "x.xlsx"} (also inside lists and mappings: getters with
@@ -43,6 +47,11 @@ from pathlib import Path
 from typing import IO, Any
 
 PACKAGE = "desktop_env.evaluators.metrics"
+GETTERS = "desktop_env.evaluators.getters"
+HOME = "/home/user"  # OSWorld's VM user's home: where its getters look
+# What the getters' modules import at their top and no file-reading getter uses (DevTools, Google Drive):
+# stand-ins whose every name fails when called.
+GETTER_STUBS = ("playwright", "playwright.sync_api", "pydrive", "pydrive.auth", "pydrive.drive")
 DEFAULT_TIMEOUT = 120.0
 # Heavy libraries scripts/osworld-env.sh does not install (torch-based OCR, audio analysis).
 LEFT_OUT = ("easyocr", "librosa")
@@ -61,8 +70,22 @@ class _LeftOut(types.ModuleType):
         raise ModuleNotFoundError(f"{self.__name__} is not installed in the OSWorld metrics environment")
 
 
+class _Stub(types.ModuleType):
+    """A module not installed here whose names exist (a getter module imports them) but fail if used."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+
+        def unavailable(*args: Any, **kwargs: Any) -> Any:
+            _touched.add(self.__name__)
+            raise ModuleNotFoundError(f"{self.__name__} is not installed in the OSWorld metrics environment")
+
+        return unavailable
+
+
 def _register_packages() -> Path:
-    """Empty package modules for desktop_env, …evaluators and …metrics; the metrics folder."""
+    """Empty package modules for desktop_env, …evaluators, …metrics and …getters; the metrics folder."""
     spec = importlib.util.find_spec("desktop_env")  # finds the package without running its __init__
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("desktop_env is not installed (run scripts/osworld-env.sh)")
@@ -71,6 +94,7 @@ def _register_packages() -> Path:
         "desktop_env": top,
         "desktop_env.evaluators": top / "evaluators",
         PACKAGE: top / "evaluators/metrics",
+        GETTERS: top / "evaluators/getters",
     }
     for name, folder in folders.items():
         if name not in sys.modules:
@@ -80,7 +104,76 @@ def _register_packages() -> Path:
     for lib in LEFT_OUT:
         if lib not in sys.modules and importlib.util.find_spec(lib) is None:
             sys.modules[lib] = _LeftOut(lib)
+    for lib in GETTER_STUBS:
+        root = lib.split(".")[0]
+        installed = not isinstance(sys.modules.get(root), _Stub) and (
+            root in sys.modules or importlib.util.find_spec(root) is not None
+        )
+        if lib not in sys.modules and not installed:
+            sys.modules[lib] = _Stub(lib)
     return folders[PACKAGE]
+
+
+class _Controller:
+    """The part of OSWorld's PythonController its file-reading getters use, over files read before."""
+
+    def __init__(self, files: dict[str, bytes | None]) -> None:
+        self.files = files
+
+    def execute_python_command(self, command: str) -> dict[str, Any]:
+        # The getters ask the VM where a file is ("import os; print(os.path.join(os.getenv('HOME'), …))").
+        import subprocess
+
+        done = subprocess.run(  # noqa: S603 - the getter's own code, from desktop-env's source
+            [sys.executable, "-c", command],
+            env={"HOME": HOME, "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        status = "success" if done.returncode == 0 else "error"
+        return {"status": status, "output": done.stdout, "error": done.stderr, "returncode": done.returncode}
+
+    def get_file(self, path: str) -> bytes | None:
+        """The file's bytes; None for one that is not there, as OSWorld's controller gives."""
+        for place, data in self.files.items():
+            if path.replace("\\", "/").endswith("/" + place):
+                return data
+        return None
+
+
+class _GetterEnv:
+    """What OSWorld's getters read of `env`: the platform, the controller, a cache folder."""
+
+    vm_platform = "Linux"
+
+    def __init__(self, files: dict[str, bytes | None], cache_dir: str) -> None:
+        self.controller = _Controller(files)
+        self.cache_dir = cache_dir
+
+
+def _getter(name: str) -> Callable[..., Any]:
+    """OSWorld's getter get_<name>, its module (alone) imported."""
+    folder = Path(sys.modules[GETTERS].__path__[0])
+    for path in sorted(folder.glob("*.py")):
+        if re.search(rf"^def get_{re.escape(name)}\(", path.read_text(encoding="utf-8"), re.MULTILINE):
+            return getattr(importlib.import_module(f"{GETTERS}.{path.stem}"), f"get_{name}")  # type: ignore[no-any-return]
+    raise LookupError(f"get_{name} is not a getter of {GETTERS}")
+
+
+def _run_getter(spec: dict[str, Any], result: Any, folder: Path) -> Any:
+    """What OSWorld's getter returns on the files the probe read (`result`: one value or a list)."""
+    places = [str(p) for p in spec.get("files", [])]
+    values = result if isinstance(result, list) else [result]
+    if len(values) != len(places):
+        raise ValueError(f"the getter needs {len(places)} file(s), the probe read {len(values)}")
+    files = {
+        place: base64.b64decode(v["__file__"]) if isinstance(v, dict) and "__file__" in v else None
+        for place, v in zip(places, values, strict=True)
+    }
+    cache = folder / "getter-cache"
+    cache.mkdir()
+    return _getter(str(spec["name"]))(_GetterEnv(files, str(cache)), dict(spec.get("config") or {}))
 
 
 class Metrics:
@@ -170,7 +263,10 @@ def handle(metrics: Metrics, request: dict[str, Any]) -> dict[str, Any]:
                 return metrics.probe(name)
             func = metrics.get(name)
             counter = [0]
-            result = _materialize(request.get("result"), Path(tmp), counter)
+            if request.get("getter"):
+                result = _run_getter(request["getter"], request.get("result"), Path(tmp))
+            else:
+                result = _materialize(request.get("result"), Path(tmp), counter)
             options = _materialize(request.get("options") or {}, Path(tmp), counter)
             # Metrics write scratch files to the working folder: keep them in the request's folder.
             os.chdir(tmp)

@@ -609,3 +609,57 @@ def test_list_directory_walks_the_folder_in_the_sandbox_as_osworlds_server_does(
             with_evaluator(func="check_moved_jpgs", result={"type": "list_directory", "path": "/etc"},
                            expected=rule(expected=[]))
         )  # fmt: skip
+
+
+# OSWorld's chrome task 2ae9ba84 (development split) as its file has it: Chrome with DevTools behind socat,
+# quit and started again by the postconfig so that it writes its profile, whose name the getter reads.
+CHROME_PROFILE_NAME: dict[str, Any] = {
+    "id": "2ae9ba84-3a0d-4d4c-8338-3a1478dc5fe3",
+    "snapshot": "chrome",
+    "instruction": "Could you help me change the username in chrome profiles to Thomas?",
+    "source": "test",
+    "config": [
+        {"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}},
+        {"type": "launch", "parameters": {"command": ["socat", "tcp-listen:9222,fork", "tcp:localhost:1337"]}},
+    ],
+    "trajectory": "trajectories/",
+    "related_apps": ["chrome"],
+    "evaluator": {
+        "postconfig": [
+            {"type": "launch", "parameters": {"command": ["pkill", "chrome"]}},
+            {"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}},
+        ],
+        "func": "exact_match",
+        "result": {"type": "profile_name"},
+        "expected": {"type": "rule", "rules": {"expected": "Thomas"}},
+    },
+}  # fmt: skip
+
+
+def test_chromes_profile_getters_read_our_chromiums_profile_for_osworlds_own_getter() -> None:
+    spec = import_osworld_task(CHROME_PROFILE_NAME)
+    check = spec.checker.checks[0]
+    assert (check.probe.op, check.probe.args["paths"]) == ("files", [".config/chromium/Default/Preferences"])
+    assert check.options["getter"] == {
+        "name": "profile_name", "config": {"type": "profile_name"}, "files": ["Default/Preferences"]
+    }  # fmt: skip
+    # pkill chrome quits our Chromium (the host signals it) and waits until it is gone; Chrome starts
+    # again as Chromium.
+    kill, relaunch = spec.to_dict()["checker"]["before"]
+    assert (kill["op"], kill["method"], kill["params"]) == (
+        "call",
+        "pkill",
+        {"names": ["chromium"], "wait_s": 10},
+    )
+    assert (relaunch["op"], relaunch["app"]) == ("launch", "chromium")
+    # What a getter of the profile cannot be: the expected side, or a pkill of something not ours.
+    with pytest.raises(TaskSpecError, match="for the result only"):
+        import_osworld_task(with_evaluator(func="exact_match", result={"type": "vm_command_line", "command": "true"},
+                                           expected={"type": "bookmarks"}))  # fmt: skip
+    doc = copy.deepcopy(CHROME_PROFILE_NAME)
+    doc["evaluator"]["postconfig"][0]["parameters"]["command"] = ["pkill", "-f", "chrome"]
+    with pytest.raises(TaskSpecError, match="only `pkill NAME…` of an app"):
+        import_osworld_task(doc)
+    doc["evaluator"]["postconfig"][0]["parameters"]["command"] = ["killall", "nautilus"]
+    with pytest.raises(TaskSpecError, match="not one of our apps' processes"):
+        import_osworld_task(doc)

@@ -6,6 +6,7 @@ project's own environment has neither)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -242,3 +243,22 @@ def test_killed_worker_is_restarted(metrics):
 def test_module_level_score_shares_one_worker(metrics):
     assert osworld_metrics.score("exact_match", "a", {"expected": "a"}, None) == 1.0
     assert osworld_metrics.probe("compare_table").module == "desktop_env.evaluators.metrics.table"
+
+
+@needs_osworld
+def test_osworlds_own_chrome_getters_read_the_profile_files_a_probe_gives(metrics):
+    prefs = file_value(json.dumps({"profile": {"name": "Thomas"}}).encode(), "Preferences")
+    getter = {"name": "profile_name", "config": {"type": "profile_name"}, "files": ["Default/Preferences"]}
+    assert metrics.score("exact_match", prefs, {"expected": "Thomas"}, getter=getter) == 1.0
+    other = file_value(json.dumps({"profile": {"name": "Person 1"}}).encode(), "Preferences")
+    assert metrics.score("exact_match", other, {"expected": "Thomas"}, getter=getter) == 0.0
+    # No such file: the getter gives None (its controller found nothing), which matches nothing.
+    assert metrics.score("exact_match", None, {"expected": "Thomas"}, getter=getter) == 0.0
+    # Bookmarks: the getter hands the metric the file's roots.
+    folder = {"type": "folder", "name": "Favorites", "children": []}
+    bookmarks = {"roots": {"bookmark_bar": {"children": [folder]}, "other": {"children": []}}}
+    marks = file_value(json.dumps(bookmarks).encode(), "Bookmarks")
+    getter = {"name": "bookmarks", "config": {"type": "bookmarks"}, "files": ["Default/Bookmarks"]}
+    rule = {"type": "bookmark_bar_folders_names", "names": ["Favorites"]}
+    assert metrics.score("is_expected_bookmarks", marks, rule, getter=getter) == 1.0
+    assert metrics.score("is_expected_bookmarks", marks, dict(rule, names=["Work"]), getter=getter) == 0.0

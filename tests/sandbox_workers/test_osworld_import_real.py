@@ -13,7 +13,7 @@ import pytest
 from agent_core.tasks.osworld import import_osworld_task
 from agent_core.tasks.runner import evaluate, prepare
 from sandbox_workers.agent_env import SandboxEnv
-from tests.agent_core.test_osworld_import import OS_TERMINAL
+from tests.agent_core.test_osworld_import import CHROME_PROFILE_NAME, OS_TERMINAL
 from tests.sandbox_workers.test_fetch_cache import server  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.osworld]
@@ -78,3 +78,33 @@ def test_osworld_terminal_task_on_a_real_desktop(
     again = evaluate(prepared, env)
     assert [d["score"] for d in again.details] == [0.0, 1.0]
     assert again.reward == 0.0
+
+
+def test_a_chrome_profile_task_is_scored_by_osworlds_own_getter_on_the_real_chromiums_profile(
+    xdesktop_factory: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLYWHEEL_VAR_DIR", str(tmp_path / "var"))
+    spec = import_osworld_task(CHROME_PROFILE_NAME, id_prefix="osworld/chrome")
+    env = SandboxEnv(xdesktop_factory("osworld-chrome"), platform="desktop")
+    prepared = prepare(spec, env)
+    windows = env.call("windows")["windows"]
+    assert any("chromium" in " ".join(w["class"]).lower() for w in windows), windows
+
+    # The postconfig quits Chromium (it writes its profile) and starts it again; OSWorld's get_profile_name
+    # reads the Preferences the real Chromium wrote, whose name is not Thomas yet.
+    untouched = evaluate(prepared, env)
+    assert untouched.reward == 0.0, untouched.details
+    assert untouched.details[0]["artifact"]["file"] == "Preferences", untouched.details
+    assert untouched.details[0]["artifact"]["bytes"] > 100, untouched.details
+
+    # The change, made as a script here (the agent would use Chromium's profile settings): Chromium quit,
+    # its profile named Thomas.
+    assert env.call("pkill", names=["chromium"])["left"] == 0
+    rename = (
+        "python3 -c \"import json; p = '.config/chromium/Default/Preferences'; d = json.load(open(p)); "
+        "d.setdefault('profile', {})['name'] = 'Thomas'; json.dump(d, open(p, 'w'))\""
+    )
+    out = env.exec(rename, timeout=30)
+    assert out.exit_code == 0, out.stderr
+    solved = evaluate(prepared, env)
+    assert solved.reward == 1.0, solved.details

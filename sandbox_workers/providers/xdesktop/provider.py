@@ -40,6 +40,7 @@ import functools
 import io
 import json
 import logging
+import re
 import shutil
 import tarfile
 import time
@@ -91,7 +92,7 @@ class XDesktopProvider(DesktopLifecycle):
     """One X desktop sandbox (see the module docstring)."""
 
     supports_snapshot = True
-    extensions = frozenset({"launch", "a11y", "windows", "window"})
+    extensions = frozenset({"launch", "a11y", "windows", "window", "pkill"})
 
     # --- stepping -------------------------------------------------------------------------------
     def observe(self, *, fmt: ImageFormat = "png", a11y: bool = False, quality: int = 80) -> Observation:
@@ -219,7 +220,44 @@ class XDesktopProvider(DesktopLifecycle):
             return {"windows": [w.to_dict() for w in self._x("windows", lambda x: x.windows())]}
         if method == "window":
             return self._window(params)
+        if method == "pkill":
+            return self._pkill(params)
         return super().call(method, params)
+
+    def _pkill(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """pkill {names, wait_s?} → {signalled, left}: SIGTERM to this sandbox's processes whose name
+        one of `names` matches (a regular expression searched in it, as pkill does), and a wait (wait_s,
+        10 s by default) until they are gone. Only the sandbox's own processes are looked at, the
+        descendants of its bwrap processes: each runs in a pid namespace of its own, so a pkill run
+        inside one would not see the apps. An app quit this way writes its state (Chrome its profile),
+        as it does for OSWorld's `pkill chrome`."""
+        names = params.get("names")
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+            raise SandboxError("pkill: names must be a non-empty list of process names")
+        try:
+            patterns = [re.compile(n) for n in names]
+        except re.error as exc:
+            raise SandboxError(f"pkill: a name is not a regular expression: {exc}") from None
+        wait_s = min(max(float(params.get("wait_s", 10.0)), 0.0), 60.0)
+        self._ready()
+        found: dict[int, psutil.Process] = {}
+        for part in [*self.session, *self.launched]:
+            if not part.alive():
+                continue
+            try:
+                top = psutil.Process(part.pid)
+                members = [top, *top.children(recursive=True)]
+            except psutil.Error:
+                continue
+            for member in members:
+                with contextlib.suppress(psutil.Error):
+                    if any(p.search(member.name()) for p in patterns):
+                        found[member.pid] = member
+        for proc in found.values():
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        _, left = psutil.wait_procs(list(found.values()), timeout=wait_s)
+        return {"signalled": len(found), "left": len(left)}
 
     def _window(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """window {action: activate|close, name, strict?, by_class?} → {window: the one acted on, or
