@@ -45,64 +45,81 @@ if [ "${VERIFY:-0}" = 1 ]; then
   FULL_SWEEPS=1 VLLM_PYTHON=$PWD/.venv-vllm/bin/python pytest -m sweep -p no:cacheprovider --durations=10 "$@" \
     2>&1 | tee "$logs/sweeps.log" || status=$?
   phase_end sweeps
-else
+elif [ "${FAST:-0}" = 1 ]; then
   echo "[test] lint: ruff, mypy"
   ruff check .
   ruff format --check .
   mypy
   phase_end lint
   start_redis
-  if [ "${FAST:-0}" = 1 ]; then
-    phase_end services
-    # One process: the fast tests are CPU-bound, and two on two cores starve the sandboxes' apps past
-    # the step's settle window (an xterm repaint missed its 25 ms). TEST_WORKERS=2 runs two anyway.
-    workers=${TEST_WORKERS:-0}
-    echo "[test] fast tests on SQLite ($workers parallel workers)"
-    pytest -m "not slow" $([ "$workers" -gt 0 ] && echo "-n $workers") --durations=25 "$@" 2>&1 \
-      | tee "$logs/sqlite.log" || status=$?
-    phase_end fast
-  else
-    # vLLM's own environment installs (a few minutes, the first time) while the main pass runs; the
-    # tests that need it (marked vllm) run after, in a phase of their own.
-    scripts/vllm-env.sh > "$logs/vllm-env.log" 2>&1 &
-    vllm_env_pid=$!
-    # OSWorld's metric functions (desktop-env) in their own environment, and OSWorld's applications
-    # (LibreOffice, GIMP, VLC, Thunderbird), install meanwhile too; the tests marked osworld run in the
-    # main pass, each first waiting until this install reports (tests/conftest.py).
-    export OSWORLD_ENV_STATUS="$logs/osworld-env.status" OSWORLD_REQUIRED=1
-    rm -f "$OSWORLD_ENV_STATUS"
-    ( { scripts/osworld-env.sh && scripts/office-apps.sh; } > "$logs/osworld-env.log" 2>&1 \
-        && echo ok > "$OSWORLD_ENV_STATUS" || echo failed > "$OSWORLD_ENV_STATUS" ) &
-    osworld_env_pid=$!
-    start_postgres
-    phase_end services
-    # Two processes (pytest-xdist), a test module each at a time: the slow tests mostly wait on sandboxes,
-    # browsers and servers. TEST_WORKERS=0 runs them in this process.
-    workers=${TEST_WORKERS:-2}
-    echo "[test] the whole suite on PostgreSQL ($workers parallel workers)"
-    pytest -m "not vllm" $([ "$workers" -gt 0 ] && echo "-n $workers --dist loadfile") \
-      --durations=25 "$@" 2>&1 | tee "$logs/postgres.log" || status=$?
-    phase_end postgres
-    echo "[test] the inference engine: a real vLLM server (marked vllm), on PostgreSQL"
-    if ! wait "$osworld_env_pid" || [ "$(cat "$OSWORLD_ENV_STATUS" 2>/dev/null)" != ok ]; then
-      echo "[test] OSWorld's environment or applications failed to install:"; tail -20 "$logs/osworld-env.log"
-      echo "FAILED scripts/osworld-env.sh + scripts/office-apps.sh" >> "$logs/serving.log"
+  phase_end services
+  # One process: the fast tests are CPU-bound, and two on two cores starve the sandboxes' apps past
+  # the step's settle window (an xterm repaint missed its 25 ms). TEST_WORKERS=2 runs two anyway.
+  workers=${TEST_WORKERS:-0}
+  echo "[test] fast tests on SQLite ($workers parallel workers)"
+  pytest -m "not slow" $([ "$workers" -gt 0 ] && echo "-n $workers") --durations=25 "$@" 2>&1 \
+    | tee "$logs/sqlite.log" || status=$?
+  phase_end fast
+else
+  # Every pytest session here gets a --basetemp of its own: a session started with pytest's default
+  # makes /tmp/pytest-of-<user> private again (0700), and the sandboxes of a session already running
+  # (whose uids must traverse it) then fail to start.
+  tmp=$(mktemp -d /tmp/flywheel-tests.XXXXXX)
+  CLEANUP+=("rm -rf $tmp")
+  # Lint runs beside the main pass (a failure still fails the run; its output is printed after it).
+  echo "[test] lint: ruff, mypy (beside the main pass)"
+  ( lint_t0=$(date +%s)
+    { ruff check . && ruff format --check . && mypy; } > "$logs/lint.out" 2>&1 \
+      || { cat "$logs/lint.out"; echo "FAILED lint: ruff or mypy (above)"; } > "$logs/lint.log"
+    echo "[test] lint took $(( $(date +%s) - lint_t0 )) s" >> "$logs/lint.out" ) &
+  lint_pid=$!
+  phase_end lint
+  start_redis
+  # vLLM's own environment and OSWorld's (desktop-env's metric functions, and the applications:
+  # LibreOffice, GIMP, VLC, Thunderbird) install meanwhile; the tests that need them run at the end of
+  # the main pass (tests/conftest.py orders them last), each first waiting until its install reports.
+  export VLLM_PYTHON=$PWD/.venv-vllm/bin/python
+  export VLLM_ENV_STATUS="$logs/vllm-env.status" OSWORLD_ENV_STATUS="$logs/osworld-env.status" OSWORLD_REQUIRED=1
+  rm -f "$VLLM_ENV_STATUS" "$OSWORLD_ENV_STATUS"
+  ( scripts/vllm-env.sh > "$logs/vllm-env.log" 2>&1 \
+      && echo ok > "$VLLM_ENV_STATUS" || echo failed > "$VLLM_ENV_STATUS" ) &
+  ( { scripts/osworld-env.sh && scripts/office-apps.sh; } > "$logs/osworld-env.log" 2>&1 \
+      && echo ok > "$OSWORLD_ENV_STATUS" || echo failed > "$OSWORLD_ENV_STATUS" ) &
+  start_postgres
+  phase_end services
+  # Two processes (pytest-xdist), a test module each at a time: the slow tests mostly wait on sandboxes,
+  # browsers and servers. TEST_WORKERS=0 runs them in this process.
+  workers=${TEST_WORKERS:-2}
+  echo "[test] the whole suite on PostgreSQL ($workers parallel workers)"
+  pytest -m "not vllm or vllm_main" $([ "$workers" -gt 0 ] && echo "-n $workers --dist loadfile") \
+    --basetemp="$tmp/postgres" --durations=25 "$@" 2>&1 | tee "$logs/postgres.log" || status=$?
+  wait "$lint_pid" || true
+  cat "$logs/lint.out"
+  [ -e "$logs/lint.log" ] && status=1
+  phase_end postgres
+  for what in osworld vllm; do
+    file="$logs/$what-env.status"
+    if [ "$(cat "$file" 2>/dev/null)" != ok ]; then
+      echo "[test] the $what environment failed to install:"; grep -v "^WARNING: Location" "$logs/$what-env.log" | tail -20
+      echo "FAILED the $what environment's install ($what-env.log)" >> "$logs/serving.log"
       status=1
     fi
-    if wait "$vllm_env_pid"; then
-      VLLM_PYTHON=$PWD/.venv-vllm/bin/python pytest -m "vllm and not sweep" --durations=10 "$@" 2>&1 \
-        | tee -a "$logs/serving.log" || status=$?
-    else
-      echo "[test] scripts/vllm-env.sh failed:"; grep -v "^WARNING: Location" "$logs/vllm-env.log" | tail -20
-      echo "FAILED scripts/vllm-env.sh (the vLLM environment)" >> "$logs/serving.log"
-      status=1
-    fi
-    phase_end serving
-    echo "[test] what can differ on SQLite (marked engine), on the embedded default"
-    DATABASE_URL= pytest -m "engine and not slow and not postgres" -p no:cacheprovider -q "$@" 2>&1 \
-      | tee "$logs/sqlite.log" || status=$?
-    phase_end sqlite
+  done
+  # What can differ on SQLite (marked engine: database behaviour, no sandboxes) runs beside the phase of
+  # the engines' platform test (one pytest process).
+  echo "[test] what can differ on SQLite (marked engine), on the embedded default, beside the next phase"
+  ( DATABASE_URL= pytest -m "engine and not slow and not postgres" -p no:cacheprovider -q \
+      --basetemp="$tmp/sqlite" "$@" > "$logs/sqlite.log" 2>&1 ) &
+  sqlite_pid=$!
+  echo "[test] the inference engine under the whole platform: real vLLM servers (marked vllm), on PostgreSQL"
+  if [ "$(cat "$VLLM_ENV_STATUS" 2>/dev/null)" = ok ]; then
+    pytest -m "vllm and not vllm_main and not sweep" --basetemp="$tmp/serving" --durations=10 "$@" 2>&1 \
+      | tee -a "$logs/serving.log" || status=$?
   fi
+  phase_end serving
+  wait "$sqlite_pid" || status=1
+  tail -3 "$logs/sqlite.log"
+  phase_end sqlite
 fi
 
 for f in "$logs"/*.log; do

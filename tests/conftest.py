@@ -188,11 +188,11 @@ LONGEST_FIRST = (
 
 
 def _run_order(item: pytest.Item) -> int:
-    """0: the longest modules; 2: the tests marked osworld, whose applications are still installing
-    beside the first minutes of `make test` (they would hold a process waiting); 1: the rest."""
+    """0: the longest modules; 2: the tests that need an environment still installing beside the first
+    minutes of `make test` (osworld, vllm_main: they would hold a process waiting); 1: the rest."""
     if item.nodeid.startswith(LONGEST_FIRST):
         return 0
-    return 2 if item.get_closest_marker("osworld") is not None else 1
+    return 2 if any(item.get_closest_marker(m) is not None for m in INSTALLING) else 1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -202,20 +202,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=_run_order)  # stable: each module's tests keep their order
 
 
-OSWORLD_ENV_WAIT_S = 900
+ENV_WAIT_S = 900
+# Marker → (the variable naming the file an install beside `make test` writes at its end, what it installs,
+# its log).
+INSTALLING = {
+    "osworld": ("OSWORLD_ENV_STATUS", "OSWorld's environment and applications", "osworld-env.log"),
+    "vllm_main": ("VLLM_ENV_STATUS", "vLLM's environment", "vllm-env.log"),
+}
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A test marked osworld waits for OSWorld's environment and applications when `make test` is
-    installing them beside the run (OSWORLD_ENV_STATUS names the file the install writes at its end)."""
-    status_file = os.environ.get("OSWORLD_ENV_STATUS")
-    if not status_file or item.get_closest_marker("osworld") is None:
-        return
-    deadline = time.monotonic() + OSWORLD_ENV_WAIT_S
-    path = Path(status_file)
-    while not path.exists():
-        if time.monotonic() > deadline:
-            pytest.fail(f"OSWorld's environment did not finish installing in {OSWORLD_ENV_WAIT_S} s")
-        time.sleep(1)
-    if path.read_text().strip() != "ok":
-        pytest.fail("OSWorld's environment or applications failed to install (see osworld-env.log)")
+    """A test marked osworld or vllm_main waits for the environment it needs when `make test` is
+    installing it beside the run (the install writes "ok" or "failed" to a file at its end)."""
+    for marker, (variable, what, log) in INSTALLING.items():
+        status_file = os.environ.get(variable)
+        if not status_file or item.get_closest_marker(marker) is None:
+            continue
+        deadline = time.monotonic() + ENV_WAIT_S
+        path = Path(status_file)
+        while not path.exists():
+            if time.monotonic() > deadline:
+                pytest.fail(f"{what} did not finish installing in {ENV_WAIT_S} s")
+            time.sleep(1)
+        if path.read_text().strip() != "ok":
+            pytest.fail(f"{what} failed to install (see {log})")

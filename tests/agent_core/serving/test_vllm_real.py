@@ -21,7 +21,7 @@ from agent_core.serving.agent import ServerAgent
 from tests.agent_core.serving.vllm_proc import vllm_engine
 from tests.agent_core.serving.webapp_stub import WebApp
 
-pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.vllm_main]
 pytest.importorskip("transformers")
 
 
