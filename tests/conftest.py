@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,3 +227,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             time.sleep(1)
         if path.read_text().strip() != "ok":
             pytest.fail(f"{what} failed to install (see {log})")
+
+
+@pytest.fixture
+def osworld_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """What a test of OSWorld's tasks on a real office desktop needs: OSWorld's metrics environment and
+    LibreOffice installed (a failure, not a skip, naming the script), and the project's OSWorld-format
+    sample files in an offline mirror the sandbox host fetches from (OSWorld's hosts are never reached)."""
+    from agent_core.suites import osworld_samples
+    from agent_core.tasks import osworld_metrics
+
+    if osworld_metrics.available() is not None:
+        pytest.fail(f"OSWorld's metrics environment: {osworld_metrics.available()}")
+    if shutil.which("libreoffice") is None:
+        pytest.fail("LibreOffice is not installed: scripts/office-apps.sh")
+    mirror = tmp_path / "mirror"
+    osworld_samples.write_mirror(mirror)
+    monkeypatch.setenv("SANDBOX_FETCH_MIRROR", str(mirror))
+    monkeypatch.setenv("SANDBOX_FETCH_OFFLINE", "1")
+    return mirror

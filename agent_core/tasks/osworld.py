@@ -63,6 +63,8 @@ from agent_core.tasks.osworld_tables import (
     PLACEHOLDER,
     PROCESS_NAMES,
     PROFILE,
+    ROOT_INSTALLS,
+    ROOT_STEP,
     SCREEN,
     SETUP_REFUSED,
     SKIPPED_LAUNCHES,
@@ -200,6 +202,8 @@ class _Importer(EvaluatorMapping):
         self.task_id = task_id
         self.apps: set[str] = set()
         self.network: set[str] = set()
+        self.cache: dict[str, tuple[str, str]] = {}
+        """OSWorld's host-cache files a step's stdout/stderr fills: name → (our save_as, the field)."""
 
     def error(self, where: str, why: str) -> OSWorldImportError:
         return OSWorldImportError(f"OSWorld task {self.task_id}: {where}: {why}")
@@ -263,17 +267,25 @@ class _Importer(EvaluatorMapping):
     def execute(self, kind: str, params: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
         if params.get("until"):
             raise self.error(where, "`until` (retry until an output appears) is not supported")
-        for key in ("stdout", "stderr"):
-            if params.get(key):
-                raise self.error(
-                    where, f"`{key}` (saves the output in OSWorld's host cache) is not mapped yet"
-                )
         command = params.get("command")
         code = _pyautogui_code(command)
+        caching = {key: params[key] for key in ("stdout", "stderr") if params.get(key)}
         if code is not None:
+            if caching:
+                raise self.error(where, "a pyautogui script has no output to save")
             return [{"op": "pyautogui", "code": code, "screen": SCREEN, "timeout": 60}]
         text = self.command(command, bool(params.get("shell", False)), where)
-        return [{"op": "exec", "command": text, "timeout": 120}]
+        step: dict[str, Any] = {"op": "exec", "command": text, "timeout": 120}
+        if caching:
+            # OSWorld writes the command's output to a file of its host's cache (whatever the exit
+            # code), which the cache_file getter reads: here the step's result, kept for the checker.
+            step["check"] = False
+            step["save_as"] = f"cache_{len(self.cache)}"
+            for key, name in caching.items():
+                if not isinstance(name, str) or not name or "/" in name:
+                    raise self.error(where, f"{key} must be a file name")
+                self.cache[name] = (step["save_as"], key)
+        return [step]
 
     def command(self, command: Any, shell: bool, where: str) -> str:
         """The shell text of an OSWorld command (an argv list or a string)."""
@@ -286,6 +298,8 @@ class _Importer(EvaluatorMapping):
             text = re.sub(r"^(\s*)python(?=\s)", r"\1python3", command)
         else:
             raise self.error(where, "command must be a non-empty string or list of strings")
+        if SUDO.search(text):
+            text = _without_satisfied_root_steps(text)
         if SUDO.search(text):
             raise self.error(where, "the command needs root (sudo), which our desktops do not give")
         if "pyautogui" in text:
@@ -416,6 +430,24 @@ class _Importer(EvaluatorMapping):
 # The apps whose window title names the document they opened (Chromium shows the page's own title, VLC
 # the media's metadata, the file manager the folder).
 TITLED_BY_DOCUMENT = frozenset({"libreoffice", "gimp", "mousepad"})
+
+
+def _without_satisfied_root_steps(text: str) -> str:
+    """`text` with its root-only steps that our desktops already satisfy (ROOT_INSTALLS) dropped from
+    its && chain; unchanged when a step needs more (the caller then refuses the sudo)."""
+    kept = []
+    for part in text.split("&&"):
+        m = ROOT_STEP.match(part)
+        if m is None:
+            kept.append(part.strip())
+            continue
+        names = [w for w in (m.group("rest") or "").split() if not w.startswith("-")]
+        if m.group("apt") and m.group("verb") == "update" and not names:
+            continue
+        wanted = ROOT_INSTALLS["pip" if m.group("pip") else "apt"]
+        if not names or not set(names) <= wanted:
+            return text
+    return " && ".join(kept) or "true"
 
 
 def _pyautogui_code(command: Any) -> str | None:

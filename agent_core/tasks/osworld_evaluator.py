@@ -22,6 +22,9 @@ from agent_core.tasks.spec import TaskSpecError
 class EvaluatorMapping:
     """The evaluator half of one task's import (the setup half, `error` and `command` are the importer's)."""
 
+    cache: dict[str, tuple[str, str]]
+    """OSWorld's host-cache files the setup fills (the importer's): name → (save_as, stdout/stderr)."""
+
     def error(self, where: str, why: str) -> TaskSpecError:
         raise NotImplementedError
 
@@ -50,14 +53,15 @@ class EvaluatorMapping:
         before = ev.get("postconfig", [])
         if not isinstance(before, list):
             raise self.error("evaluator.postconfig", "must be a list of setup steps")
+        # The postconfig first: the cache files its steps fill are what cache_file getters name.
+        steps = [
+            s for i, step in enumerate(before) for s in self.setup_step(f"evaluator.postconfig[{i}]", step)
+        ]
         checks = [
             self.check(f, r, e, o, has_expected, i if not single else None)
             for i, (f, r, e, o) in enumerate(zip(funcs, results, expecteds, options, strict=True))
         ]
         checker: dict[str, Any] = {"combine": "all_mean" if conj == "and" else "any", "checks": checks}
-        steps = [
-            s for i, step in enumerate(before) for s in self.setup_step(f"evaluator.postconfig[{i}]", step)
-        ]
         if steps:
             checker["before"] = steps
         return checker
@@ -125,6 +129,7 @@ class EvaluatorMapping:
             "vm_command_error": {"command", "shell"},
             "gimp_config_file": {"dest", "file_name"},
             "list_directory": {"path"},
+            "cache_file": {"path"},
         }
         if kind not in known:
             raise self.error(where, f"this getter is not supported (supported: {', '.join(known)}, rule)")
@@ -152,6 +157,12 @@ class EvaluatorMapping:
             if kind == "vm_command_error":
                 command = f"{{ {command}\n}} 2>&1 >/dev/null"
             return {"op": "exec", "command": command, "any_exit": True, "timeout": 60}
+        if kind == "cache_file":
+            name = getter.get("path")
+            if name not in self.cache:
+                raise self.error(where, f"no setup or postconfig step saves its output as {name!r}")
+            key, field = self.cache[name]
+            return {"op": "saved", "key": key, "field": field, "file": name}
         if kind == "list_directory":
             # OSWorld's server walks the folder in the VM (POST /list_directory); ours walks it in the
             # sandbox, the same way, and the probe reads the tree back as JSON.

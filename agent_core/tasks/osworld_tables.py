@@ -88,7 +88,6 @@ GETTER_REFUSED = {
     "googledrive_file": "needs a Google Drive account and the network",
     "rule_relativeTime": "relative-time rules (OSWorld computes them at scoring time) are not mapped yet",
     "info_from_website": "reads a live web site",
-    "cache_file": "reads OSWorld's host cache, which the setup's execute.stdout fills: not mapped yet",
     "content_from_vm_file": "not mapped yet",
     "vscode_config": "VS Code is not packaged for Debian, so our desktops do not have it",
     **dict.fromkeys(
@@ -123,6 +122,15 @@ PLACEHOLDER = re.compile(r"(?<!\$)\{[A-Z][A-Z0-9_]*\}")
 URL = re.compile(r"https?://", re.IGNORECASE)
 WEB_URL = re.compile(r"https?://(?!(localhost|127\.0\.0\.1)[:/])", re.IGNORECASE)
 SUDO = re.compile(r"(^|[\s;&|(`])sudo(\s|$)")
+# Root-only set-up steps of OSWorld's tasks that our office desktops already satisfy: the packages its
+# tasks install (scripts/office-apps.sh installs them), and apt's package lists (our image is fixed). A
+# command of such steps chained with && keeps its other steps; any other sudo is refused.
+ROOT_INSTALLS = {"apt": frozenset({"expect", "unzip"}), "pip": frozenset({"pysrt"})}
+ROOT_STEP = re.compile(
+    r"^\s*(?:echo\s+(?:'password'|\"password\"|password)\s*\|\s*)?sudo\s+(?:-S\s+)?"
+    r"(?:(?P<apt>apt-get|apt)\s+(?P<verb>update|install)|(?P<pip>pip3?)\s+install)"
+    r"(?P<rest>(?:\s+[-\w.=]+)*)\s*$"
+)
 WINDOWS_PATH = re.compile(r"^[a-zA-Z]:[\\/]|\\\\")
 
 # The metric functions OSWorld's `desktop_env.evaluators.metrics` exports (desktop-env 1.0.2).

@@ -73,7 +73,7 @@ def _run_setup(step: SetupStep, env: Env, context: Mapping[str, Any], *, seed: i
         if args.get("check", True) and (out.timed_out or out.exit_code != 0):
             why = "timed out" if out.timed_out else f"exit code {out.exit_code}"
             raise TaskSetupError(f"{where}: command {why}: {(out.stderr or out.stdout).strip()[-500:]}")
-        return {"exit_code": out.exit_code, "stdout": out.stdout}
+        return {"exit_code": out.exit_code, "stdout": out.stdout, "stderr": out.stderr}
     if op == "put_file":
         data = (
             base64.b64decode(args["content_b64"])
@@ -165,12 +165,15 @@ def evaluate(prepared: PreparedTask, env: Env, *, final_answer: str = "") -> Che
             reward=reward,
             details=({"check": "infeasible", "declared": infeasible_declared, "score": reward},),
         )
+    context = dict(prepared.context)
     for i, step in enumerate(spec.checker.before):
-        _run_setup(step, env, prepared.context, seed=prepared.seed, where=f"{spec.id} checker.before[{i}]")
+        result = _run_setup(step, env, context, seed=prepared.seed, where=f"{spec.id} checker.before[{i}]")
+        if step.save_as:
+            context[step.save_as] = result  # what the probes may read (`saved`)
     details = []
     scores = []
     for i, check in enumerate(spec.checker.checks):
-        score, detail = _score(check, env, prepared, final_answer)
+        score, detail = _score(check, env, context, final_answer)
         details.append({"check": i, "metric": check.metric, "score": score, **detail})
         scores.append(score)
     return CheckResult(reward=combine(scores, spec.checker.combine), details=tuple(details))
@@ -193,8 +196,7 @@ def combine(scores: list[float], how: str) -> float:
     return max(0.0, min(1.0, reward))
 
 
-def _score(check: Check, env: Env, prepared: PreparedTask, answer: str) -> tuple[float, dict[str, Any]]:
-    context = prepared.context
+def _score(check: Check, env: Env, context: Mapping[str, Any], answer: str) -> tuple[float, dict[str, Any]]:
     artifact = select_path(run_probe(check.probe, env, context, answer=answer), check.select)
     if check.expected_probe is not None:
         expected = run_probe(check.expected_probe, env, context, answer=answer)
@@ -218,6 +220,15 @@ def run_probe(probe: Probe, env: Env, context: Mapping[str, Any], *, answer: str
     args = render(dict(probe.args), context)
     if probe.op == "answer":
         return answer
+    if probe.op == "saved":
+        # A setup or checker.before step's result (`save_as`): its `field` (stdout), as a file named
+        # `file` when one is given (OSWorld's cache_file getter hands metrics a path).
+        value = context.get(str(args["key"]))
+        if isinstance(value, Mapping):
+            value = value.get(str(args.get("field", "stdout")))
+        if value is None or not args.get("file"):
+            return value
+        return file_value(str(value).encode(), str(args["file"]))
     if probe.op == "exec":
         out = env.exec(str(args["command"]), timeout=float(args.get("timeout", 30)))
         if out.timed_out or (out.exit_code != 0 and not args.get("any_exit", False)):

@@ -25,7 +25,9 @@
     oracle: desktop/count-lines        # the scripted solution (agent_core.tasks.oracles registry)
 
 Strings anywhere may use `{{name}}` for a parameter and `{{save.field}}` for a field of a setup
-step's result saved with `save_as: save`. Errors raise `TaskSpecError` naming the field.
+step's result saved with `save_as: save`. A probe `{op: saved, key: save, field: stdout, file: x.txt}`
+reads such a result (of setup or of checker.before) at scoring time, as a file named x.txt if `file` is
+given (OSWorld's cache_file). Errors raise `TaskSpecError` naming the field.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ PROBE_OPS = {
     "fetch": {"url"},
     "call": {"method"},
     "answer": set(),
+    "saved": {"key"},
     "a11y": set(),
     "windows": set(),
 }
@@ -271,6 +274,14 @@ def parse_task(doc: Any) -> TaskSpec:
         checker = Checker(checks=())
     else:
         checker = _checker(checker_doc, infeasible=infeasible)
+    saved |= {s.save_as for s in checker.before if s.save_as}
+    for i, check in enumerate(checker.checks):
+        for probe in (check.probe, check.expected_probe):
+            if probe is not None and probe.op == "saved" and probe.args["key"] not in saved:
+                raise TaskSpecError(
+                    f"checker.checks[{i}] (saved): {probe.args['key']!r} names no setup or checker.before"
+                    " step's save_as"
+                )
     _mapping(d.get("origin", {}), "origin")
     tags = _list(d.get("tags", []), "tags")
     if not all(isinstance(t, str) for t in tags):

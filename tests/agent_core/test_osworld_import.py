@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -474,8 +475,10 @@ BAD = [
     ("Google Drive", with_config({"type": "googledrive", "parameters": {}}), "Google Drive"),
     ("sudo", with_config({"type": "execute", "parameters": {"command": "sudo apt install x", "shell": True}}),
      "needs root (sudo)"),
-    ("execute.stdout", with_config({"type": "execute", "parameters": {"command": ["ls"], "stdout": "out.txt"}}),
-     "`stdout`"),
+    ("a pyautogui script's stdout",
+     with_config({"type": "execute", "parameters": {"command": ["python", "-c", "import pyautogui; pyautogui.press('a')"],
+                                                    "stdout": "out.txt"}}),
+     "no output to save"),
     ("pyautogui beside other code",
      with_config({"type": "execute", "parameters": {"command": ["python", "-c", "import os, pyautogui; os.remove('x')"]}}),
      "pyautogui"),
@@ -663,3 +666,79 @@ def test_chromes_profile_getters_read_our_chromiums_profile_for_osworlds_own_get
     doc["evaluator"]["postconfig"][0]["parameters"]["command"] = ["killall", "nautilus"]
     with pytest.raises(TaskSpecError, match="not one of our apps' processes"):
         import_osworld_task(doc)
+
+
+def test_a_command_output_saved_to_osworlds_host_cache_is_what_cache_file_reads(tmp_path: Path) -> None:
+    # OSWorld's thunderbird tasks: the postconfig lists a folder into a cache file; check_list reads it.
+    doc = with_evaluator(
+        postconfig=[
+            {"type": "command", "parameters": {"command": ["ls", "-R", "/home/user/backup"], "stdout": "backup.ls"}}
+        ],
+        func="check_list",
+        result={"type": "cache_file", "path": "backup.ls"},
+        expected=rule(expect=[r"a\.eml"]),
+    )  # fmt: skip
+    spec = import_osworld_task(doc)
+    (before,) = spec.to_dict()["checker"]["before"]
+    assert before == {"op": "exec", "command": "ls -R /home/user/backup", "check": False,
+                      "save_as": "cache_0", "timeout": 120}  # fmt: skip
+    check = spec.checker.checks[0]
+    assert (check.probe.op, dict(check.probe.args)) == (
+        "saved", {"key": "cache_0", "field": "stdout", "file": "backup.ls"}
+    )  # fmt: skip
+    # Run for real: the listing (whatever the exit code, as OSWorld writes it) becomes the file.
+    (tmp_path / "backup").mkdir()
+    (tmp_path / "backup" / "a.eml").write_text("mail")
+    env = ShellEnv(tmp_path)
+    env.commands = {}
+    spec = import_osworld_task(
+        with_evaluator(
+            postconfig=[{"type": "execute", "parameters": {"command": "ls -R ~/backup; exit 3", "shell": True,
+                                                           "stdout": "backup.ls"}}],
+            func="check_list", result={"type": "cache_file", "path": "backup.ls"}, expected=rule(expect=["a"]),
+        )
+    )  # fmt: skip
+    context: dict[str, Any] = {}
+    step = spec.checker.before[0]
+    out = env.exec(str(step.args["command"]).replace("/home/user", str(tmp_path)))
+    context[step.save_as] = {"exit_code": out.exit_code, "stdout": out.stdout, "stderr": out.stderr}
+    value = run_probe(spec.checker.checks[0].probe, env, context)
+    assert value["name"] == "backup.ls" and "a.eml" in base64.b64decode(value["__file__"]).decode()
+    # A cache file no step fills is refused, naming it.
+    with pytest.raises(TaskSpecError, match="no setup or postconfig step saves its output as 'other.ls'"):
+        import_osworld_task(
+            with_evaluator(func="check_list", result={"type": "cache_file", "path": "other.ls"}, expected=rule(expect=[]))
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("command", "mapped"),
+    [
+        # OSWorld's development split, as its tasks have them: installs our office desktops already have.
+        ("echo password | sudo -S apt-get update -y && echo password | sudo -S apt-get install unzip -y && "
+         "unzip /home/user/Desktop/ext.zip -d /home/user/Desktop/ && rm /home/user/Desktop/ext.zip",
+         "unzip /home/user/Desktop/ext.zip -d /home/user/Desktop/ && rm /home/user/Desktop/ext.zip"),
+        ("echo password | sudo -S pip install pysrt", "true"),
+        ("echo 'password' | sudo -S apt-get install -y expect", "true"),
+    ],
+)  # fmt: skip
+def test_root_installs_our_desktops_already_have_are_satisfied_steps(command: str, mapped: str) -> None:
+    spec = import_osworld_task(
+        with_config({"type": "execute", "parameters": {"command": command, "shell": True}})
+    )
+    assert spec.to_dict()["setup"][-1] == {"op": "exec", "command": mapped, "timeout": 120}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo 'password' | sudo -S mkdir ~/Desktop/todo_list",  # a root-owned folder: not ours to make
+        "echo password | sudo -S apt-get install -y vim",  # a package our desktops do not have
+        "echo password | sudo -S apt-get install -y expect; sudo reboot",  # more than installs
+    ],
+)
+def test_any_other_root_step_is_refused(command: str) -> None:
+    with pytest.raises(TaskSpecError, match="needs root"):
+        import_osworld_task(
+            with_config({"type": "execute", "parameters": {"command": command, "shell": True}})
+        )

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from agent_core.actions import Action
 from agent_core.env import Env, EnvError, ExecOutput, Obs
 from agent_core.tasks.runner import TaskSetupError, declares_infeasible, evaluate, prepare, run_probe
-from agent_core.tasks.spec import FORMAT, Probe, TaskSpec, parse_task
+from agent_core.tasks.spec import FORMAT, Probe, TaskSpec, TaskSpecError, parse_task
 
 HOME = "/home/user/"
 
@@ -133,7 +133,7 @@ def test_saved_results_are_usable_in_the_instruction_and_later_steps() -> None:
     )
     prepared = prepare(spec, env)
     assert prepared.instruction == "Close window xterm (pid 42); the file has 12 lines"
-    assert prepared.setup["made"] == {"exit_code": 0, "stdout": "12 "}
+    assert prepared.setup["made"] == {"exit_code": 0, "stdout": "12 ", "stderr": ""}
     assert ("exec", "kill -0 42", 30.0) in env.calls
     assert prepared.context["win"]["pid"] == 42
 
@@ -166,7 +166,23 @@ def test_a_failing_exec_setup_raises_task_setup_error(out: ExecOutput, why: str)
 def test_an_unchecked_exec_setup_may_fail() -> None:
     spec = task(setup=[{"op": "exec", "command": "pkill x", "check": False, "save_as": "k"}])
     prepared = prepare(spec, FakeEnv(commands={"pkill x": ExecOutput(1, "")}))
-    assert prepared.setup["k"] == {"exit_code": 1, "stdout": ""}
+    assert prepared.setup["k"] == {"exit_code": 1, "stdout": "", "stderr": ""}
+
+
+def test_a_checker_before_result_saved_is_what_a_saved_probe_reads_at_scoring() -> None:
+    spec = task(
+        checker={
+            "before": [{"op": "exec", "command": "ls -R ~/out", "check": False, "save_as": "listing"}],
+            "checks": [check({"op": "saved", "key": "listing"}, "contains", "a.eml")],
+        }
+    )
+    env = FakeEnv(commands={"ls -R ~/out": ExecOutput(2, "out:\na.eml\n", "one missing")})
+    assert evaluate(prepare(spec, env), env).reward == 1.0  # a non-zero exit still saves the output
+    env.commands["ls -R ~/out"] = ExecOutput(0, "out:\n")
+    assert evaluate(prepare(spec, env), env).reward == 0.0  # read afresh at each scoring
+    # A key that no step saves is refused when the task is read, not at scoring.
+    with pytest.raises(TaskSpecError, match="'nope' names no setup or checker.before step's save_as"):
+        task(checker={"checks": [check({"op": "saved", "key": "nope"}, "contains", "x")]})
 
 
 def test_a_failing_goto_raises_task_setup_error() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from django.core.management import call_command
 from playwright.sync_api import Browser, expect
 
 from agent_core.suites import osworld_samples
-from agent_core.tasks import osworld_metrics
 from sandbox_workers.profiles import OFFICE_PROFILE
 from tests.conftest import Personas
 from tests.e2e.platform import site_with_host
@@ -36,16 +34,9 @@ TASK["id"] = "unproven-calc-row-sums"
 
 
 @pytest.fixture
-def platform(transactional_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def platform(transactional_db: None, tmp_path: Path, osworld_mirror: Path) -> Iterator[str]:
     """daphne, a worker for demonstrations and checks, and a host with office desktops (which fetches
     the task's files from the mirror: the host inherits this environment)."""
-    if osworld_metrics.available() is not None:
-        pytest.fail(f"OSWorld's metrics environment: {osworld_metrics.available()}")
-    if shutil.which("libreoffice") is None:
-        pytest.fail("LibreOffice is not installed: scripts/office-apps.sh")
-    osworld_samples.write_mirror(tmp_path / "mirror")
-    monkeypatch.setenv("SANDBOX_FETCH_MIRROR", str(tmp_path / "mirror"))
-    monkeypatch.setenv("SANDBOX_FETCH_OFFLINE", "1")  # OSWorld's hosts are never reached in tests
     with site_with_host(
         tmp_path,
         host_name="e2e-office-host",

@@ -6,7 +6,6 @@ typed through the sandbox's own input path, scores 1."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any
 import pytest
 
 from agent_core.suites import osworld_samples
-from agent_core.tasks import osworld_metrics
 from agent_core.tasks.oracles import OracleContext, get_oracle
 from agent_core.tasks.osworld import import_osworld_task
 from agent_core.tasks.runner import evaluate, prepare
@@ -26,16 +24,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.osworld]
 
 
 @pytest.fixture
-def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    if osworld_metrics.available() is not None:
-        pytest.fail(f"OSWorld's metrics environment: {osworld_metrics.available()}")
-    if shutil.which("libreoffice") is None:
-        pytest.fail("LibreOffice is not installed: scripts/office-apps.sh")
-    osworld_samples.write_mirror(tmp_path / "mirror")
-    monkeypatch.setenv("SANDBOX_FETCH_MIRROR", str(tmp_path / "mirror"))
-    monkeypatch.setenv("SANDBOX_FETCH_OFFLINE", "1")  # tests never reach OSWorld's hosts
+def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, osworld_mirror: Path) -> Path:
     monkeypatch.setenv("FLYWHEEL_VAR_DIR", str(tmp_path / "var"))
-    return tmp_path / "mirror"
+    return osworld_mirror
 
 
 def office_env(xdesktop_factory: Callable[..., Any]) -> SandboxEnv:

@@ -6,7 +6,6 @@ Celery rollout workers with the real LibreOffice and scored by OSWorld's own com
 from __future__ import annotations
 
 import io
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from agent_core.suites import osworld_samples
-from agent_core.tasks import osworld_metrics
 from sandbox_workers.profiles import OFFICE_PROFILE
 from tests.sandbox_workers.hostproc import TOKEN, HostProc
 from tests.webapp.rollouts.test_rollouts_real import rollout_worker, until, wait_batch
@@ -30,14 +28,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.osworld, pytest.mark.django_db(trans
 
 
 @pytest.fixture
-def office_host(live_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    if osworld_metrics.available() is not None:
-        pytest.fail(f"OSWorld's metrics environment: {osworld_metrics.available()}")
-    if shutil.which("libreoffice") is None:
-        pytest.fail("LibreOffice is not installed: scripts/office-apps.sh")
-    osworld_samples.write_mirror(tmp_path / "mirror")
-    monkeypatch.setenv("SANDBOX_FETCH_MIRROR", str(tmp_path / "mirror"))
-    monkeypatch.setenv("SANDBOX_FETCH_OFFLINE", "1")  # OSWorld's hosts are never reached in tests
+def office_host(live_server, tmp_path: Path, osworld_mirror: Path):
     profiles = {"office": {**OFFICE_PROFILE, "min_idle": 1, "max_total": 2}}
     with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
         h = HostProc(
