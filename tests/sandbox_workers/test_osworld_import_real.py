@@ -17,6 +17,9 @@ from tests.agent_core.test_osworld_import import CHROME_PROFILE_NAME, OS_TERMINA
 from tests.sandbox_workers.test_fetch_cache import server  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.osworld]
+# These run at the end of make test's main pass, beside vLLM's engine starting and LibreOffice: a desktop
+# may take longer than the default 20 s to start (its session D-Bus timed out once).
+SLOW_START = {"start_timeout_s": 60}
 
 
 def test_osworld_terminal_task_on_a_real_desktop(
@@ -48,7 +51,7 @@ def test_osworld_terminal_task_on_a_real_desktop(
         },
     ]
     spec = import_osworld_task(doc, id_prefix="osworld/os")
-    env = SandboxEnv(xdesktop_factory("osworld"), platform="desktop")
+    env = SandboxEnv(xdesktop_factory("osworld", options=SLOW_START), platform="desktop")
 
     prepared = prepare(spec, env)
     # The setup made OSWorld's home folders and the files, and opened a second terminal.
@@ -85,7 +88,7 @@ def test_a_chrome_profile_task_is_scored_by_osworlds_own_getter_on_the_real_chro
 ) -> None:
     monkeypatch.setenv("FLYWHEEL_VAR_DIR", str(tmp_path / "var"))
     spec = import_osworld_task(CHROME_PROFILE_NAME, id_prefix="osworld/chrome")
-    env = SandboxEnv(xdesktop_factory("osworld-chrome"), platform="desktop")
+    env = SandboxEnv(xdesktop_factory("osworld-chrome", options=SLOW_START), platform="desktop")
     prepared = prepare(spec, env)
     windows = env.call("windows")["windows"]
     assert any("chromium" in " ".join(w["class"]).lower() for w in windows), windows
