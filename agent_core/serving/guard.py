@@ -17,12 +17,12 @@ The exit status is the server's (128 + the signal when a signal ended it).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import subprocess
 import sys
-import time
 
 PR_SET_PDEATHSIG = 1
 
@@ -50,17 +50,18 @@ def main(argv: list[str]) -> int:
         _kill_group()
 
     def stop(signum: int, frame: object) -> None:
-        if child.poll() is None:
+        # The server is told, and the group killed once the grace is over unless the server has exited
+        # by then (the wait below returns and cancels the timer).
+        with contextlib.suppress(ProcessLookupError):
             child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        _kill_group()
+        signal.setitimer(signal.ITIMER_REAL, max(grace_s, 0.001))
 
+    signal.signal(signal.SIGALRM, lambda signum, frame: _kill_group())
     signal.signal(signal.SIGUSR1, parent_died)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     code = child.wait()
+    signal.setitimer(signal.ITIMER_REAL, 0)
     return 128 - code if code < 0 else code
 
 

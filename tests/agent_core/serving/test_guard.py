@@ -125,3 +125,18 @@ def test_the_guard_exits_with_the_servers_status():
         [sys.executable, str(GUARD), "5", sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"]
     )
     assert killed.returncode == 128 + 9
+
+
+def test_a_stopped_server_that_exits_ends_its_guard_at_once_with_its_status():
+    # It exits at the first SIGTERM (both Engine.stop's and the guard's reach it).
+    polite = "import os, signal, time; signal.signal(signal.SIGTERM, lambda *a: os._exit(0)); print('up', flush=True); time.sleep(600)"  # noqa: E501
+    guard = subprocess.Popen(
+        [sys.executable, str(GUARD), "30", sys.executable, "-c", polite],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert guard.stdout is not None and guard.stdout.readline() == b"up\n"
+    t0 = time.monotonic()
+    os.killpg(guard.pid, signal.SIGTERM)  # Engine.stop
+    assert guard.wait(timeout=10) == 0
+    assert time.monotonic() - t0 < 5  # not the 30 s grace
