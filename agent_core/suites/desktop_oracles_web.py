@@ -126,8 +126,9 @@ def new_tab(ctx: OracleContext) -> Actions:
         ctx, f"The {page} link has the focus; Ctrl+Enter opens it in a new tab, behind this one.",
         A.Hotkey(keys=("ctrl", "enter")),
     )  # fmt: skip
-    # Then Ctrl+Tab to it, once it is there (the window title says when the switch happened).
-    for attempt in range(4):
+    # Then Ctrl+Tab to it, once it is there (the window title says when the switch happened). On a
+    # loaded machine the tab can take more than 12 s to come: up to 6 tries of 5 s.
+    for attempt in range(6):
         again = "The new tab was not there yet; " if attempt else ""
         yield said(
             ctx,
@@ -135,7 +136,7 @@ def new_tab(ctx: OracleContext) -> Actions:
             A.Hotkey(keys=("ctrl", "tab")),
         )
         try:
-            browser_page(ctx, f"{code} {page} (start page open)", 3.0)
+            browser_page(ctx, f"{code} {page} (start page open)", 5.0)
             return
         except OracleFailed:
             continue
