@@ -533,3 +533,10 @@ def test_chromium_runs_in_the_sandbox(xdesktop_factory: Callable[..., Any]) -> N
     assert wait_for(lambda: "Hello Sandbox Page" in window(sb, "chromium")["title"], timeout=15)
     prefs = json.loads(sb.get_file(".config/chromium/Default/Preferences"))
     assert prefs["download"]["default_directory"] == "/home/user/Downloads"
+
+    # A second launch hands its URL to the running Chromium (a tab of its window) and exits: the launch
+    # takes that window instead of waiting out its timeout for a new one.
+    sb.put_file("second.html", b"<title>Second Page</title><h1>two</h1>")
+    again = sb.call("launch", {"app": "chromium", "args": ["file:///home/user/second.html"], "timeout": 60})
+    assert again["window"] is not None and again["window"]["id"] == out["window"]["id"], again
+    assert wait_for(lambda: "Second Page" in window(sb, "chromium")["title"], timeout=15)

@@ -290,6 +290,10 @@ class XDesktopProvider(DesktopLifecycle):
         self._x("window", send)
         return {"window": target.to_dict()}
 
+    HANDOFF_S = 2.0
+    """How long a launch whose program exited at once waits for a new window before it takes the one its
+    running instance already has."""
+
     def _launch(self, app: str, args: list[str], timeout: float, title: str | None = None) -> dict[str, Any]:
         if app not in APPS:
             raise SandboxError(f"unknown app {app!r}; valid: {', '.join(sorted(APPS))}")
@@ -299,11 +303,21 @@ class XDesktopProvider(DesktopLifecycle):
         self.launched.append(proc)
         self._save_state()
         deadline = time.monotonic() + timeout
+        exited_at: float | None = None
         while True:
-            new = [w for w in self._x("windows", lambda x: x.windows()) if w.id not in before]
-            mine = [w for w in new if APPS[app][1] in " ".join(w.wm_class).lower()]
+            exited = not proc.alive()  # read before the windows: a hand-off's window is then listed
+            wins = self._x("windows", lambda x: x.windows())
+            ours = [w for w in wins if APPS[app][1] in " ".join(w.wm_class).lower()]
             if title is not None:
-                mine = [w for w in mine if title.lower() in w.title.lower()]
+                ours = [w for w in ours if title.lower() in w.title.lower()]
+            mine = [w for w in ours if w.id not in before]
+            if exited and exited_at is None:
+                exited_at = time.monotonic()
+            if not mine and ours and exited_at is not None and time.monotonic() - exited_at > self.HANDOFF_S:
+                # The program handed its arguments to its instance already running and exited (Chromium
+                # opens a URL as a tab of its window): no new window comes. Its instance may still open
+                # one (LibreOffice opens a document in a new window), so this waits HANDOFF_S first.
+                mine = ours
             if mine or time.monotonic() > deadline:
                 if mine and app in SLOW_TO_READY:
                     # Its window comes before its content: keys sent while a document still loads
