@@ -29,10 +29,10 @@ def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, osworld_mirror: Path
     return osworld_mirror
 
 
-def office_env(xdesktop_factory: Callable[..., Any]) -> SandboxEnv:
+def office_env(xdesktop_factory: Callable[..., Any], name: str = "office") -> SandboxEnv:
     sizes = {k: v for k, v in OFFICE_PROFILE.items() if k in ("width", "height", "memory_mb")}
     options = {**OFFICE_PROFILE["options"], "start_timeout_s": 60}
-    return SandboxEnv(xdesktop_factory("office", options=options, **sizes), platform="desktop")
+    return SandboxEnv(xdesktop_factory(name, options=options, **sizes), platform="desktop")
 
 
 def test_a_calc_task_scores_0_untouched_and_1_solved_by_osworlds_compare_table(

@@ -19,6 +19,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from agent_core.actions import model as A
+from agent_core.suites.desktop_gui import focus, wait_window
 from agent_core.tasks.mirror import url_key
 from agent_core.tasks.oracles import OracleContext, register_oracle, said
 
@@ -91,15 +92,15 @@ FILES: dict[str, Callable[[], bytes]] = {
 }
 
 
-def _step(kind: str, **parameters: Any) -> dict[str, Any]:
+def step(kind: str, **parameters: Any) -> dict[str, Any]:
     return {"type": kind, "parameters": parameters}
 
 
 # OSWorld's office tasks save the open document with ctrl+s before they are scored.
 SAVE = [
-    _step("sleep", seconds=0.5),
-    _step("execute", command=["python", "-c", "import pyautogui; pyautogui.hotkey('ctrl', 's');"]),
-    _step("sleep", seconds=1.5),
+    step("sleep", seconds=0.5),
+    step("execute", command=["python", "-c", "import pyautogui; pyautogui.hotkey('ctrl', 's');"]),
+    step("sleep", seconds=1.5),
 ]
 TASKS: dict[str, dict[str, Any]] = {
     "libreoffice_calc": {
@@ -108,16 +109,16 @@ TASKS: dict[str, dict[str, Any]] = {
         "instruction": "In ~/quarters.xlsx, fill the total column with the sum of q1 and q2 for each item.",
         "source": "the platform's own sample (OSWorld's format)",
         "config": [
-            _step(
+            step(
                 "download", files=[{"url": f"{BASE}/calc/quarters.xlsx", "path": "/home/user/quarters.xlsx"}]
             ),
-            _step("open", path="/home/user/quarters.xlsx"),
+            step("open", path="/home/user/quarters.xlsx"),
         ],
         "trajectory": "trajectories/",
         "related_apps": ["libreoffice_calc"],
         "evaluator": {
             "postconfig": [
-                _step("activate_window", window_name="quarters.xlsx - LibreOffice Calc", strict=True),
+                step("activate_window", window_name="quarters.xlsx - LibreOffice Calc", strict=True),
                 *SAVE,
             ],
             "func": "compare_table",
@@ -141,10 +142,11 @@ def task_id(domain: str, doc: dict[str, Any]) -> str:
 @register_oracle(task_id("libreoffice_calc", TASKS["libreoffice_calc"]))
 def calc_row_sums(ctx: OracleContext) -> Iterator[A.Action]:
     """Type a sum formula into each row's total cell, starting from the first one (D2)."""
-    obs = ctx.observation
-    width, height = (obs.width, obs.height) if obs is not None else (1920, 1080)
+    calc = wait_window(ctx, "libreoffice", "quarters.xlsx")
+    yield from focus(ctx, calc, "quarters.xlsx needs its totals.")
     yield said(ctx, "Calc shows quarters.xlsx; I click into the sheet so that what I type goes to its cells.",
-               A.Click(x=width // 2, y=height * 3 // 5))  # fmt: skip
+               A.Click(x=int(calc["x"]) + int(calc["width"]) // 2,
+                       y=int(calc["y"]) + int(calc["height"]) * 3 // 5))  # fmt: skip
     yield said(
         ctx, "I go to the top-left cell A1 to find my way from there.", A.Hotkey(keys=("ctrl", "home"))
     )
@@ -179,6 +181,21 @@ def write_mirror(folder: Path) -> list[Path]:
         path.write_bytes(make())
         paths.append(path)
     return paths
+
+
+# Each application's sample lives in a module of its own; importing it adds its task, files and oracle.
+from agent_core.suites.osworld_samples import (  # noqa: E402
+    chrome,
+    gimp,
+    libreoffice_impress,
+    libreoffice_writer,
+    multi_apps,
+    os_terminal,
+    thunderbird,
+    vlc,
+)
+
+APPS = (chrome, gimp, libreoffice_impress, libreoffice_writer, multi_apps, os_terminal, thunderbird, vlc)
 
 
 def main(argv: list[str] | None = None) -> None:
