@@ -2,8 +2,7 @@
 Impress, Writer, GIMP, VLC, Thunderbird, Chrome, the terminal, and one across two applications), imported
 with `manage.py tasks_import_osworld`, their files served by the sandbox host from an offline mirror, then
 rolled out through Celery rollout workers on real office desktops with the real applications: the scripted
-solution scores 1 and doing nothing 0 on every one, each scored by OSWorld's own metric function. The
-Calc task is also published by the platform's check (scripted solution 1, doing nothing 0)."""
+solution scores 1 and doing nothing 0 on every one, each scored by OSWorld's own metric function."""
 
 from __future__ import annotations
 
@@ -57,7 +56,7 @@ def test_every_apps_sample_is_imported_proven_and_rolled_out_through_celery(offi
     tasks = {domain: Task.objects.get(slug=slug) for domain, slug in slugs.items()}
     assert not any(task.is_published for task in tasks.values())
 
-    # The platform's own check publishes the Calc task.
+    # The platform's own check publishes the Calc task (its scripted solution 1, doing nothing 0).
     calc = tasks["libreoffice_calc"]
     with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
         result = task_verify(task=calc, runs=1)
@@ -74,8 +73,13 @@ def test_every_apps_sample_is_imported_proven_and_rolled_out_through_celery(offi
     noop = PolicyVersion.objects.create(name="noop", backend="noop")
     with override_settings(SANDBOX_HOST_TOKEN=TOKEN), rollout_worker(tmp_path, concurrency=2):
         batches = [
-            batch_create(suite=suite, policy_version=policy, episodes_per_task=1, concurrency=1,
-                         created_by=personas.researcher)  # fmt: skip
+            batch_create(
+                suite=suite,
+                policy_version=policy,
+                episodes_per_task=1,
+                concurrency=1,
+                created_by=personas.researcher,
+            )  # fmt: skip
             for policy in (oracle, noop)
         ]
         for batch in batches:
@@ -87,8 +91,10 @@ def test_every_apps_sample_is_imported_proven_and_rolled_out_through_celery(offi
             got = (episode.status, episode.reward, episode.env_error)
             if got != ("finished", want, False):
                 steps = list(episode.steps.order_by("index").values_list("thought", flat=True))
-                failures.append(f"{batch.policy_version.name} on {domain}: {got} {episode.error} "
-                                f"{episode.check_details} after {len(steps)} steps: {steps[-3:]}")  # fmt: skip
+                failures.append(
+                    f"{batch.policy_version.name} on {domain}: {got} {episode.error} "
+                    f"{episode.check_details} after {len(steps)} steps: {steps[-3:]}"
+                )
             # Scored by OSWorld's own functions on what the episode left.
             elif not episode.check_details or any(d["metric"] != "osworld" for d in episode.check_details):
                 failures.append(f"{domain}: not scored by OSWorld's metric: {episode.check_details}")
