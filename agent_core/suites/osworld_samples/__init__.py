@@ -27,6 +27,15 @@ BASE = "https://osworld-samples.invalid/files"
 """Where the samples' files would live: a host that does not exist, so only the mirror serves them."""
 
 
+def ooxml(parts: dict[str, str]) -> bytes:
+    """An Office Open XML file (.xlsx, .docx, .pptx): its parts, by name, zipped."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in parts.items():
+            z.writestr(name, text)
+    return buf.getvalue()
+
+
 def xlsx(rows: Sequence[Sequence[Any]], sheet: str = "Sheet1") -> bytes:
     """A minimal .xlsx (numbers and inline strings) that LibreOffice and openpyxl both read."""
 
@@ -72,11 +81,7 @@ def xlsx(rows: Sequence[Sequence[Any]], sheet: str = "Sheet1") -> bytes:
             f'<?xml version="1.0" encoding="UTF-8"?><worksheet {ns}><sheetData>{body}</sheetData></worksheet>'
         ),
     }
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, text in parts.items():
-            z.writestr(name, text)
-    return buf.getvalue()
+    return ooxml(parts)
 
 
 # --- the tasks ------------------------------------------------------------------------------------

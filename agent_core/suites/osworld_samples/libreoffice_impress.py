@@ -3,13 +3,11 @@ compare_pptx_files (slides, shapes, text and its formatting) against a reference
 
 from __future__ import annotations
 
-import io
-import zipfile
 from collections.abc import Iterator, Sequence
 from xml.sax.saxutils import escape
 
 from agent_core.actions import model as A
-from agent_core.suites.osworld_samples import BASE, FILES, SAVE, TASKS, step, task_id
+from agent_core.suites.osworld_samples import BASE, FILES, SAVE, TASKS, ooxml, step, task_id
 from agent_core.tasks.oracles import OracleContext, register_oracle, said
 
 _P = "http://schemas.openxmlformats.org/presentationml/2006/main"
@@ -148,11 +146,7 @@ def pptx(slides: Sequence[Sequence[Sequence[str]]]) -> bytes:
         parts[f"ppt/slides/_rels/slide{i}.xml.rels"] = _rels(
             ("slideLayout", "../slideLayouts/slideLayout1.xml")
         )
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, text in parts.items():
-            z.writestr(name, text)
-    return buf.getvalue()
+    return ooxml(parts)
 
 
 IMPRESS_ID = "sample-impress-fix-title"

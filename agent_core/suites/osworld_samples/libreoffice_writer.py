@@ -3,13 +3,11 @@ OSWorld's compare_docx_files (the document's paragraphs' text) against a referen
 
 from __future__ import annotations
 
-import io
-import zipfile
 from collections.abc import Iterator, Sequence
 from xml.sax.saxutils import escape
 
 from agent_core.actions import model as A
-from agent_core.suites.osworld_samples import BASE, FILES, SAVE, TASKS, step, task_id
+from agent_core.suites.osworld_samples import BASE, FILES, SAVE, TASKS, ooxml, step, task_id
 from agent_core.tasks.oracles import OracleContext, register_oracle, said
 
 
@@ -40,11 +38,7 @@ def docx(paragraphs: Sequence[str]) -> bytes:
             '<w:sectPr><w:pgSz w:w="11906" w:h="16838"/></w:sectPr></w:body></w:document>'
         ),
     }
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, text in parts.items():
-            z.writestr(name, text)
-    return buf.getvalue()
+    return ooxml(parts)
 
 
 WRITER_ID = "sample-writer-closing-line"
