@@ -155,3 +155,45 @@ def test_a_socket_whose_admission_waits_on_the_database_still_gets_its_answer(tr
     log = (tmp_path / "daphne.log").read_text()
     assert log.count("WSCONNECTING /ws/sandboxes/999999/vnc/") == 1, log[-2000:]
     assert code == 4403
+
+
+@pytest.mark.slow
+def test_a_refusal_waits_for_a_slow_client_to_read_its_close_code(tmp_path):
+    """The consumers refuse by accepting and closing with a code (4401, 4403) that the pages act on.
+    autobahn aborted the TCP connection (a reset) when the client had not answered the close frame
+    within 1 s, and a browser that had not yet read the frame on a busy machine lost it: 1006 in CI.
+    This client reads the frame only after 3 s; the connection must still be there, closed cleanly."""
+    import base64
+    import contextlib
+    import os
+    import socket
+
+    with daphne_server(tmp_path) as base:
+        port = int(base.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            key = base64.b64encode(os.urandom(16)).decode()
+            sock.sendall(
+                (
+                    "GET /ws/episodes/1/ HTTP/1.1\r\nHost: localhost\r\nOrigin: http://localhost\r\n"
+                    f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                    "Sec-WebSocket-Version: 13\r\n\r\n"
+                ).encode()
+            )
+            time.sleep(3.0)  # a client too busy to read: the server's close frame waits unread
+            data = b""
+            sock.settimeout(5)
+            while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < 4:
+                chunk = sock.recv(4096)  # a reset raises here (ConnectionResetError)
+                assert chunk, f"the server closed before the close frame was read: {data!r}"
+                data += chunk
+            head, frame = data.split(b"\r\n\r\n", 1)
+            assert head.startswith(b"HTTP/1.1 101"), head
+            assert frame[0] == 0x88, frame  # FIN + close
+            assert int.from_bytes(frame[2:4], "big") == 4401
+            # Our close answer (masked, as a client's must be) ends the handshake; the server then drops
+            # the connection (autobahn's server aborts it once the close codes have crossed).
+            mask = os.urandom(4)
+            payload = bytes(b ^ mask[i % 4] for i, b in enumerate((4401).to_bytes(2, "big")))
+            sock.sendall(bytes([0x88, 0x80 | 2]) + mask + payload)
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(4096) == b""
