@@ -225,6 +225,24 @@
     return html("code", {}, text || (action ? JSON.stringify(action) : "–"));
   }
 
+  // What an SDK action gave back: an MCP tool's result, a terminal's output, a file's content.
+  function renderResult(action, result) {
+    const kind = (action && action.type) || "";
+    const title = kind === "mcp_call"
+      ? "Tool result: " + (action.server || "?") + "." + (action.tool || "?") + (result.is_error ? " (error)" : "")
+      : kind === "terminal" ? "Terminal output (exit " + result.exit_code + (result.timed_out ? ", timed out" : "") + ")"
+      : "Result";
+    const box = html("div", {class: "replay-result" + (result.is_error ? " error" : ""), "data-testid": "step-result"},
+      html("p", {class: "muted"}, title));
+    if (kind === "mcp_call" && action.arguments && Object.keys(action.arguments).length)
+      box.append(html("p", {class: "muted"}, "arguments ", html("code", {}, JSON.stringify(action.arguments))));
+    const text = kind === "mcp_call" ? result.content
+      : kind === "terminal" ? [result.stdout, result.stderr].filter(Boolean).join("\n")
+      : result.content !== undefined ? result.content : JSON.stringify(result);
+    box.append(html("pre", {class: "raw", "data-testid": "step-result-text"}, text === undefined || text === "" ? "(nothing)" : String(text)));
+    return box;
+  }
+
   function renderInfo(step) {
     info.replaceChildren();
     if (!step) return;
@@ -251,6 +269,7 @@
     } else {
       info.append(html("p", {"data-testid": "step-action"}, codeOf(step.action_text, step.action)));
     }
+    if (step.result) info.append(renderResult(step.action, step.result));
     if (step.proposed_action) {
       const same = sameAction(step.proposed_action, step.action);
       const box = html("div", {class: "replay-proposal", "data-testid": "proposal"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -63,6 +64,25 @@ def step_with_screenshot(*, episode: Episode, index: int) -> Step | None:
 # --- replay --------------------------------------------------------------------------------------
 
 _RAW_PREVIEW_CHARS = 1000
+_RESULT_PREVIEW_CHARS = 4000
+
+
+def step_result(info: Any) -> dict[str, Any] | None:
+    """What an SDK action gave back (a terminal's exit code and output, a file's content, an MCP tool's
+    result), as the replay shows it: each text capped at _RESULT_PREVIEW_CHARS; None for GUI input."""
+    result = info.get("result") if isinstance(info, dict) else None
+    if not isinstance(result, dict):
+        return None
+    shown: dict[str, Any] = {}
+    cap = _RESULT_PREVIEW_CHARS
+    for key, value in result.items():
+        if isinstance(value, str) and len(value) > cap:
+            value = value[:cap] + f"… ({len(value) - cap} more characters)"
+        elif not isinstance(value, str | int | float | bool | type(None)):
+            text = json.dumps(value, ensure_ascii=False, default=str)
+            value = text if len(text) <= cap else text[:cap] + "…"
+        shown[str(key)] = value
+    return shown
 
 
 def replay_steps(*, episode: Episode) -> list[dict[str, Any]]:
@@ -94,6 +114,7 @@ def replay_steps(*, episode: Episode) -> list[dict[str, Any]]:
                 "latency_ms": s.latency_ms,
                 "since_previous_ms": _ms_between(previous_at, s.observed_at),
                 "reward": s.reward,
+                "result": step_result(s.info),
             }
         )
         previous_at = s.observed_at
@@ -132,6 +153,7 @@ def final_frame(
         "latency_ms": None,
         "since_previous_ms": _ms_between(previous_at, ended) if ended else None,
         "reward": episode.reward,
+        "result": None,
     }
 
 

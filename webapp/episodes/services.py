@@ -18,6 +18,7 @@ from webapp.catalog.models import Task
 from webapp.common.live import broadcast, episode_group
 from webapp.common.storage import blob_store
 from webapp.episodes.models import Episode, Source, Step
+from webapp.episodes.selectors import step_result
 from webapp.policies.models import PolicyVersion
 
 
@@ -278,6 +279,7 @@ def step_payload(step: Step) -> dict[str, Any]:
         "invalid_reason": step.invalid_reason,
         "has_screenshot": bool(step.screenshot),
         "observed_at": step.observed_at.isoformat(),
+        "result": step_result(step.info),
     }
 
 

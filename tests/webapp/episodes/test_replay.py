@@ -262,3 +262,29 @@ def test_the_review_page_offers_no_labels_on_the_result(
     assert re.search(r'data-review-final data-testid="review-final">', body)  # shown, not hidden
     assert re.search(r"<div data-review-step-tools hidden>", body)
     assert replay_data(body)["steps"][-1]["final"] is True
+
+
+def test_a_tool_call_replays_with_its_arguments_and_result(personas: Personas, client_for: ClientFor) -> None:
+    episode = episode_create(task=make_task(), source="agent")
+    episode_start(episode=episode)
+    content = "SKU-7 costs 12.50\n" + "x" * 5000
+    step_record(
+        episode=episode,
+        actor="agent",
+        action={"type": "mcp_call", "server": "records", "tool": "lookup", "arguments": {"key": "SKU-7"}},
+        action_text="mcp_call(server='records', tool='lookup', arguments='{\"key\": \"SKU-7\"}')",
+        screenshot_png=png(64, 36),
+        screen_size=(64, 36),
+        info={"result": {"server": "records", "tool": "lookup", "content": content, "is_error": False}},
+    )
+    step_record(
+        episode=episode, actor="agent", action={"type": "click", "x": 1, "y": 2}, screenshot_png=png(64, 36),
+        screen_size=(64, 36),
+    )  # fmt: skip
+    response = client_for("researcher").get(detail(episode))
+    steps = replay_data(response.content.decode())["steps"]
+    tool, click = steps[0], steps[1]
+    assert tool["action"]["arguments"] == {"key": "SKU-7"}
+    assert tool["result"]["content"].startswith("SKU-7 costs 12.50\nxxx")
+    assert tool["result"]["content"].endswith("(1018 more characters)")  # capped for the page
+    assert tool["result"]["is_error"] is False and click["result"] is None
