@@ -1,8 +1,11 @@
 """Memory: working memory (the prompt of the current episode) and episodic memory (earlier episodes).
 
 Working memory keeps the last N steps at full fidelity (screenshot + response) and older steps as
-text only, as UI-TARS does to bound the context. Episodic memory holds short summaries of earlier
-episodes of the same task family; the most relevant ones are retrieved into the prompt.
+text only, as UI-TARS does to bound the context. What an SDK action gave back (an MCP tool's result, a
+terminal's output, a file's content) is the observation text of the turn after it: the model reads it
+beside the next screenshot (capped at RESULT_CHARS), and older turns keep it in their text line.
+Episodic memory holds short summaries of earlier episodes of the same task family; the most relevant
+ones are retrieved into the prompt.
 """
 
 from __future__ import annotations
@@ -104,6 +107,51 @@ def _turns(history: Sequence[StepRecord]) -> list[StepRecord]:
     return [s for s in history if not s.info.get("continued")]
 
 
+RESULT_CHARS = 2000
+"""Most characters of one SDK result the model reads (a longer one keeps its start, says how much more)."""
+
+
+def _capped(text: str, limit: int) -> str:
+    text = text.rstrip()
+    return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters)"
+
+
+def result_text(step: StepRecord, *, limit: int = RESULT_CHARS) -> str:
+    """What an SDK action gave back, as the model reads it ("" for GUI input and invalid steps)."""
+    result = step.info.get("result")
+    action = step.action
+    if not isinstance(result, Mapping) or action is None:
+        return ""
+    kind = action.kind
+    if kind == "mcp_call":
+        server, tool = result.get("server", getattr(action, "server", "?")), result.get("tool", "?")
+        error = " (error)" if result.get("is_error") else ""
+        return f"Tool result of {server}.{tool}{error}:\n" + _capped(str(result.get("content", "")), limit)
+    if kind == "terminal":
+        flags = ", timed out" if result.get("timed_out") else ""
+        out = "\n".join(str(result.get(k) or "") for k in ("stdout", "stderr") if result.get(k))
+        return f"Terminal output (exit code {result.get('exit_code')}{flags}):\n" + _capped(out, limit)
+    if kind == "file_read":
+        content = str(result.get("content", ""))
+        return f"Content of {getattr(action, 'path', '?')}:\n" + _capped(content, limit)
+    if kind == "file_write":
+        return f"Wrote {result.get('written', '?')} bytes to {getattr(action, 'path', '?')}."
+    return ""
+
+
+def _turn_results(history: Sequence[StepRecord]) -> dict[int, str]:
+    """The SDK results of each turn (its first step's index → their text), continued actions included."""
+    out: dict[int, list[str]] = {}
+    first = None
+    for step in history:
+        if first is None or not step.info.get("continued"):
+            first = step.index
+        text = result_text(step)
+        if text:
+            out.setdefault(first, []).append(text)
+    return {k: "\n\n".join(v) for k, v in out.items()}
+
+
 def build_messages(
     *,
     system: str,
@@ -121,15 +169,30 @@ def build_messages(
     user = f"Task instruction:\n{instruction.strip()}"
     if episodic:
         user += f"\n\n{episodic}"
+    results = _turn_results(history)
     if older:
-        lines = [f"Step {s.index + 1}: {response_text(s)}" for s in older]
+        lines = []
+        for s in older:
+            line = f"Step {s.index + 1}: {response_text(s)}"
+            if s.index in results:
+                line += "\n" + _capped(results[s.index], RESULT_CHARS // 4)
+            lines.append(line)
         user += "\n\nEarlier steps of this episode (screenshots omitted):\n" + "\n".join(lines)
     messages: list[Mapping[str, Any]] = [
         {"role": "system", "content": system},
         {"role": "user", "content": [{"type": "text", "text": user}]},
     ]
+    pending = ""  # the last turn's SDK result: the text observation beside the next screenshot
     for step in recent:
-        messages.append({"role": "user", "content": [image_part(step.observation)]})
+        messages.append({"role": "user", "content": _observed(step.observation, pending)})
         messages.append({"role": "assistant", "content": response_text(step)})
-    messages.append({"role": "user", "content": [image_part(observation)]})
+        pending = results.get(step.index, "")
+    if older and not recent:
+        pending = results.get(older[-1].index, "")
+    messages.append({"role": "user", "content": _observed(observation, pending)})
     return messages
+
+
+def _observed(obs: Obs, result: str) -> list[dict[str, Any]]:
+    """A user turn: the previous action's result as text (where it gave one), then the screen."""
+    return ([{"type": "text", "text": result}] if result else []) + [image_part(obs)]

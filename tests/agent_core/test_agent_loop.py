@@ -217,3 +217,25 @@ def test_each_step_records_the_server_and_weights_that_answered_its_turn():
     # A policy run in this process adds nothing (its weights are the episode's policy version).
     plain = run_episode(FakeEnv(), TextPolicy(["Action: click(start_box='(1,1)')"]), prepared(), score=False)
     assert all("server" not in s.info and "model" not in s.info for s in plain.steps)
+
+
+def test_an_sdk_result_is_the_observation_text_of_the_next_turn():
+    """The model reads what its command or tool call gave back beside the next screenshot, and later,
+    once that turn is older than the images kept, in its text line."""
+    policy = TextPolicy(
+        [
+            "Thought: I ask the shell.\nAction: terminal(command='echo secret-42')",
+            "Thought: I click.\nAction: click(start_box='(1,1)')",
+            "Thought: again\nAction: click(start_box='(2,2)')",
+            "Thought: again\nAction: click(start_box='(3,3)')",
+        ]
+    )
+    run_episode(FakeEnv(), policy, prepared(), config=AgentConfig(history_images=1, max_steps=4))
+    after_command = policy.inputs[1].messages[-1]["content"]
+    assert after_command[0] == {"type": "text", "text": "Terminal output (exit code 0):\nECHO SECRET-42"}
+    assert after_command[1]["type"] == "image_url"
+    # A GUI turn gives no text: the next screen comes alone.
+    assert [p["type"] for p in policy.inputs[2].messages[-1]["content"]] == ["image_url"]
+    # Two turns later the command's turn is text only, its output still with it.
+    intro = policy.inputs[3].messages[1]["content"][0]["text"]
+    assert "Step 1: Thought: I ask the shell." in intro and "ECHO SECRET-42" in intro
