@@ -18,6 +18,11 @@ SUITES: dict[str, tuple[str, str, str]] = {
         "Linux desktop",
         "Terminal, editor, file manager and browser tasks on an Xvfb desktop, hybrid GUI + shell ones too.",
     ),
+    "games": (
+        "agent_core.suites.games",
+        "Games",
+        "Twelve HTML5 games in a browser sandbox, scored 0 (doing nothing) to 1 (the reference player).",
+    ),
 }
 
 

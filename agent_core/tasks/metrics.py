@@ -127,6 +127,20 @@ def is_true(artifact: Any, expected: Any = None) -> float:
     return float(bool(artifact))
 
 
+@register_metric("game_score")
+def game_score(artifact: Any, expected: Any = None, *, baseline: float, target: float) -> float:
+    """A game's raw score normalised: (score - baseline) / (target - baseline), clipped to [0, 1].
+
+    `baseline` is at or above what doing nothing and a random player reach (0), `target` what the
+    game's reference player reaches on every seed (1). A missing score is 0."""
+    if isinstance(baseline, bool) or isinstance(target, bool) or not float(target) > float(baseline):
+        raise ValueError(f"game_score needs numbers baseline < target, got {baseline!r} and {target!r}")
+    score = _number(artifact)
+    if score is None:
+        return 0.0
+    return max(0.0, min(1.0, (score - float(baseline)) / (float(target) - float(baseline))))
+
+
 @register_metric("exists")
 def exists(artifact: Any, expected: Any = None) -> float:
     """1 when the probe found something (a file that exists, a command that printed)."""

@@ -40,6 +40,8 @@ CHROMIUM_FLAGS = (
     "--disable-breakpad", "--disable-crash-reporter", "--password-store=basic",
 )  # fmt: skip
 _ARGS_MARK = "\x00ARGS\x00"
+SANDBOX_GAMES_DIR = "/opt/games"
+"""Where the games suite's html/ folder is bound read-only inside a confined browser sandbox."""
 
 
 @dataclass
@@ -56,10 +58,19 @@ class LaunchSpec:
     """The MiniWoB html/ folder as the browser sees it (file:// base)."""
     confined: bool
     cgroup: SandboxCgroup | None = None
+    games_base: str = ""
+    """The games suite's html/ folder as the browser sees it (file:// base); "" when there is none."""
 
 
 def prepare_launch(
-    profile: Profile, root: Path, *, slot: int, name: str, html_dir: Path, confined: bool
+    profile: Profile,
+    root: Path,
+    *,
+    slot: int,
+    name: str,
+    html_dir: Path,
+    confined: bool,
+    games_dir: Path | None = None,
 ) -> LaunchSpec:
     """Write the wrapper script under `root` and return the launch settings.
 
@@ -90,7 +101,7 @@ def prepare_launch(
         binds = (
             (str(html_dir), miniwob.SANDBOX_HTML_DIR, False),
             (str(pw_downloads), str(pw_downloads), True),
-        )
+        ) + (((str(games_dir), SANDBOX_GAMES_DIR, False),) if games_dir is not None else ())
         argv = bwrap_argv(
             conf, [CHROMIUM_BIN, _ARGS_MARK, f"--user-data-dir={SANDBOX_PROFILE_DIR}"], extra_binds=binds
         )
@@ -102,17 +113,19 @@ def prepare_launch(
                        f"--regid={conf.uid}", "--clear-groups"]  # fmt: skip
         argv = [*prefix, "--", *argv]
         html_base = miniwob.SANDBOX_HTML_DIR
+        games_base = SANDBOX_GAMES_DIR if games_dir is not None else ""
     else:
         argv = [CHROMIUM_BIN, _ARGS_MARK, f"--user-data-dir={root / 'profile'}"]
         if not profile.network:
             # No namespace to take the network away: send everything, loopback included, to a dead proxy.
             args += ["--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
         html_base = str(html_dir)
+        games_base = str(games_dir) if games_dir is not None else ""
     lines.append("exec " + " ".join('"$@"' if a == _ARGS_MARK else shlex.quote(a) for a in argv))
     wrapper = root / "chromium-wrapper.sh"
     wrapper.write_text("\n".join(lines) + "\n")
     wrapper.chmod(0o755)
-    return LaunchSpec(wrapper, pid_file, args, env, pw_downloads, html_base, confined, cgroup)
+    return LaunchSpec(wrapper, pid_file, args, env, pw_downloads, html_base, confined, cgroup, games_base)
 
 
 class BrowserProcs:

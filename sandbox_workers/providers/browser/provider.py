@@ -27,6 +27,10 @@ coroutine and waits with a short timeout, and a closed pipe or a dead process is
 - dom {selector?, max_elements?=500, html?=false, max_chars?=200000} → {url, elements, total, html?}:
   visible elements with boxes in screen pixels (cx, cy: the centre to click).
 - miniwob_tasks {} → {tasks: [names]}.
+- game_start {game, seed?, paused?=true, step_ms?, rate?, replay?, stop_at?} → {game, seed, url, width,
+  height, tick_ms, step_ms, paused, rate}; game_state {} → {game, seed, score, over, tick, view, inputs}
+  (privileged); game_names {} → {games}: the games suite, see `games` (on a paused game every GUI
+  action advances page time by step_ms).
 
 observe() gives the viewport (CDP Page.captureScreenshot) and info {url, title, and on MiniWoB pages
 utterance, done, reward, raw_reward, success}; with a11y=True also Playwright's aria snapshot (text)
@@ -64,11 +68,11 @@ from sandbox_workers.base import (
 from sandbox_workers.display.cdp import perform_action
 from sandbox_workers.display.keys import KeyNameError, playwright_key
 from sandbox_workers.providers.browser.chromium import cleanup_state
+from sandbox_workers.providers.browser.games import GameCalls, GameParamsError
 from sandbox_workers.providers.browser.session import (
     NAV_TIMEOUT_MS,
     OP_TIMEOUT,
     PW_TIMEOUT_MS,
-    BrowserSession,
 )
 
 DOM_CAP = 200_000
@@ -88,12 +92,13 @@ def _number(params: Mapping[str, Any], key: str, default: float, lo: float, hi: 
 
 
 @register_provider("browser")
-class BrowserProvider(BrowserSession):
+class BrowserProvider(GameCalls):
     """A headless Chromium tab (one context, one page) in its own process tree."""
 
     supports_snapshot: ClassVar[bool] = True
     extensions: ClassVar[frozenset[str]] = frozenset(
         {"goto", "miniwob_start", "miniwob_reward", "virtual_time", "dom", "miniwob_tasks"}
+        | {"game_start", "game_state", "game_names"}
     )
 
     # --- stepping ---------------------------------------------------------------------------------
@@ -168,6 +173,7 @@ class BrowserProvider(BrowserSession):
                 await perform_action(self.page, action, keys, self._clock)
             else:
                 await self._nudging(perform_action(self.page, action, keys, self._clock), timeout, pace=True)
+                await self._game_quantum(action)
             try:  # an action that started a navigation: let the new document get going
                 await self.page.wait_for_load_state("domcontentloaded", timeout=2000)
             except PlaywrightError:
@@ -223,13 +229,16 @@ class BrowserProvider(BrowserSession):
             "virtual_time": self._call_virtual_time,
             "dom": self._call_dom,
             "miniwob_tasks": lambda _p: {"tasks": sorted(miniwob.tasks())},
+            "game_start": self._call_game_start,
+            "game_state": self._call_game_state,
+            "game_names": self._call_game_names,
         }
         handler = handlers.get(method)
         if handler is None:
             return super().call(method, params)
         try:
             return handler(dict(params or {}))
-        except miniwob.MiniWobError as exc:
+        except (miniwob.MiniWobError, GameParamsError) as exc:
             raise InvalidParams(str(exc)) from None
 
     def _check_url(self, url: Any) -> str:
@@ -253,6 +262,11 @@ class BrowserProvider(BrowserSession):
         try:
             return miniwob.allowed_file_url(url, base=self._spec.html_base, host_dir=miniwob.html_dir())
         except miniwob.MiniWobError as exc:
+            if self._spec.games_base and url.lower().startswith(f"file://{self._spec.games_base}/"):
+                try:
+                    return self._game_file_url(url)
+                except GameParamsError as exc2:
+                    raise InvalidParams(str(exc2)) from None
             raise InvalidParams(str(exc)) from None
 
     async def _navigate(self, url: str) -> dict[str, Any]:
@@ -277,6 +291,7 @@ class BrowserProvider(BrowserSession):
     def _call_goto(self, params: dict[str, Any]) -> dict[str, Any]:
         url = self._check_url(params.get("url"))
         self._episode_task = None
+        self._game_clear()
         # A page that used virtual time is replaced before the load: give that its own time.
         fresh = 20 if self._clock is not None and self._clock.dirty else 0
 
@@ -319,6 +334,7 @@ class BrowserProvider(BrowserSession):
             return {**out, "url": self.page.url, "virtual_time": vt}
 
         self._episode_task = None
+        self._game_clear()
         return self._run(go, timeout=NAV_TIMEOUT_MS / 1000 + 10, what="miniwob_start")
 
     def _call_miniwob_reward(self, params: dict[str, Any]) -> dict[str, Any]:

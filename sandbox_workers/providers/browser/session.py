@@ -11,7 +11,7 @@ import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from playwright.async_api import Browser, BrowserContext, CDPSession, Download, Page
 from playwright.async_api import Error as PlaywrightError
@@ -26,6 +26,9 @@ from sandbox_workers.providers.browser.chromium import (
     cleanup_state,
     prepare_launch,
 )
+
+if TYPE_CHECKING:
+    from sandbox_workers.providers.browser.games import GameRun
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,6 +60,7 @@ class BrowserSession(Provider):
         self._cast: Screencast | None = None
         self._stopped = False
         self._episode_task: str | None = None  # the MiniWoB task miniwob_start last started here
+        self._game: GameRun | None = None  # the game game_start started on this page, if any
 
     # --- plumbing ---------------------------------------------------------------------------------
 
@@ -116,10 +120,13 @@ class BrowserSession(Provider):
         if confined and shutil.which("bwrap") is None:
             log.warning("bwrap is not installed: browser %s runs unconfined", self.sandbox_id)
             confined = False
+        from sandbox_workers.providers.browser.games import html_dir as games_dir  # (it imports this module)
+
         html = miniwob.html_dir()
         spec = prepare_launch(
-            self.profile, self.root, slot=self.slot, name=self.sandbox_id, html_dir=html, confined=confined
-        )
+            self.profile, self.root, slot=self.slot, name=self.sandbox_id, html_dir=html, confined=confined,
+            games_dir=games_dir(),
+        )  # fmt: skip
         self._spec, pw = spec, self._loop.playwright
 
         async def go() -> Browser:
@@ -150,6 +157,7 @@ class BrowserSession(Provider):
         assert self._browser is not None
         old, clock = self._context, self._clock
         self._context = self._page = self._cdp = self._clock = None
+        self._game = None  # reset and restore: a new page plays no game (a game's clock quantum ends)
         if clock is not None:
             await clock.close()
         if old is not None:

@@ -1,0 +1,227 @@
+"""The games suite's operations of the browser sandbox: game_start, game_state, game_names.
+
+The games (agent_core/suites/games/html: one page, game.html?game=<name>&seed=<n>, and a runtime every
+game uses) are bound read-only at /opt/games in a confined sandbox. A game's logic runs on page timers,
+so the page's CDP virtual clock is its clock:
+
+- paused (the default): page time stands still between actions, and after every GUI action (not a
+  wait) it advances `step_ms` (the game's tick unless told otherwise), so a policy that thinks for a
+  minute costs no game time and every action costs the same; a `wait(seconds)` advances that much.
+  The quantum holds until the page changes (goto, reset, miniwob_start, restore, another game_start).
+- paused=false: page time runs at `rate` × the wall clock (1: true real time on a fresh page; 0.5:
+  slowed for a person demonstrating; 8: a recorded game replayed fast).
+
+game_state is privileged (checkers and reference players read it through `call`, which no agent action
+reaches): the score, whether the game is over, the tick, the game's own view (board, hidden things)
+and the input log. None of it is in the page's DOM. game_start's `replay` (a recorded input log) is
+privileged too: the runtime applies each input at the tick it was recorded at (and `stop_at` stops
+the game after that many ticks, to compare a replay with the game it recorded).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from playwright.async_api import Error as PlaywrightError
+
+from agent_core import actions as A
+from sandbox_workers import miniwob
+from sandbox_workers.base import EnvError, SandboxError
+from sandbox_workers.providers.browser.session import NAV_TIMEOUT_MS, BrowserSession
+
+_NAME = re.compile(r"^[a-z0-9_-]{1,40}$")
+NOT_GAMES = frozenset({"runtime"})
+"""Scripts of the html/ folder that are not games."""
+MAX_SEED = 2**53 - 1  # JavaScript numbers hold integers exactly up to here
+MAX_REPLAY = 100_000
+_STATE_JS = "() => (window.FlywheelGame ? window.FlywheelGame._state() : null)"
+_INFO_JS = "() => (window.FlywheelGame ? window.FlywheelGame._info() : null)"
+_START_JS = "(opts) => window.FlywheelGame._start(opts)"
+
+
+class GameParamsError(SandboxError, ValueError):
+    """A game_* argument the browser sandbox rejects (unknown game, bad seed, …)."""
+
+
+@cache
+def html_dir() -> Path:
+    """The games suite's html/ folder on the host (found without importing the suite)."""
+    import agent_core
+
+    path = Path(agent_core.__file__).resolve().parent / "suites" / "games" / "html"
+    if not (path / "game.html").is_file() or not (path / "runtime.js").is_file():
+        raise EnvError(f"the games suite has no game.html and runtime.js under {path}")
+    return path
+
+
+def game_names() -> list[str]:
+    """Every game the html/ folder holds (a <name>.js beside the runtime), sorted."""
+    try:
+        folder = html_dir()
+    except EnvError:
+        return []
+    return sorted(p.stem for p in folder.glob("*.js") if _NAME.match(p.stem) and p.stem not in NOT_GAMES)
+
+
+@dataclass(frozen=True)
+class GameRun:
+    """The game this sandbox's page is playing, as game_start started it."""
+
+    game: str
+    seed: int
+    step_ms: float
+    """Page time each GUI action advances on the paused clock (0: none, the clock runs by itself)."""
+
+
+def _number(params: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not lo < value <= hi:
+        raise GameParamsError(f"game_start: {key} must be a number in ({lo:g}, {hi:g}]")
+    return float(value)
+
+
+def _replay(value: Any) -> list[list[Any]] | None:
+    """A recorded input log, checked in shape here (the runtime checks it again)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > MAX_REPLAY:
+        raise GameParamsError(f"game_start: replay must be a list of at most {MAX_REPLAY} inputs")
+    out = []
+    for i, item in enumerate(value):
+        ok = isinstance(item, list | tuple) and len(item) == 3
+        tick, kind, payload = item if ok else (None, None, None)
+        ok = ok and isinstance(tick, int) and not isinstance(tick, bool) and tick >= 0
+        ok = ok and (
+            (kind == "key" and isinstance(payload, str) and 0 < len(payload) <= 32)
+            or (
+                kind == "click"
+                and isinstance(payload, list | tuple)
+                and len(payload) == 2
+                and all(isinstance(v, int | float) and not isinstance(v, bool) for v in payload)
+            )
+        )
+        if not ok:
+            want = "[tick, 'key', key] or [tick, 'click', [x, y]]"
+            raise GameParamsError(f"game_start: replay[{i}] must be {want}")
+        out.append([tick, kind, list(payload or ()) if kind == "click" else payload])
+    return out
+
+
+class GameCalls(BrowserSession):
+    """The game_* operations and the per-action clock quantum (mixed into BrowserProvider)."""
+
+    if TYPE_CHECKING:
+
+        async def _navigate(self, url: str) -> dict[str, Any]: ...  # BrowserProvider's
+
+    def _games_base(self) -> str:
+        if self._spec is None or not self._spec.games_base:
+            raise GameParamsError("this browser sandbox was launched without the games folder")
+        return self._spec.games_base
+
+    def _game_file_url(self, url: str) -> str:
+        """The canonical form of a file:// URL of the games folder, or GameParamsError."""
+        try:
+            return miniwob.allowed_file_url(url, base=self._games_base(), host_dir=html_dir())
+        except miniwob.MiniWobError:
+            base = self._games_base()
+            raise GameParamsError(f"file:// URLs must be plain paths under file://{base}/") from None
+
+    def _call_game_names(self, _params: dict[str, Any]) -> dict[str, Any]:
+        return {"games": game_names()}
+
+    def _call_game_start(self, params: dict[str, Any]) -> dict[str, Any]:
+        game, seed = params.get("game"), params.get("seed", 0)
+        names = game_names()
+        if not isinstance(game, str) or game not in names:
+            raise GameParamsError(f"game_start: unknown game {game!r}; valid: {', '.join(names)}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not -MAX_SEED <= seed <= MAX_SEED:
+            raise GameParamsError(f"game_start: seed must be an integer of at most {MAX_SEED} in size")
+        paused = params.get("paused", True)
+        if not isinstance(paused, bool):
+            raise GameParamsError("game_start: paused must be true or false")
+        rate = _number(params, "rate", 1.0, 0, 100)
+        step = params.get("step_ms")
+        step_ms = None if step is None else _number(params, "step_ms", 0, 0, 60_000)
+        replay = _replay(params.get("replay"))
+        stop_at = params.get("stop_at")
+        if stop_at is not None and (isinstance(stop_at, bool) or not isinstance(stop_at, int) or stop_at < 0):
+            raise GameParamsError("game_start: stop_at must be a number of ticks (an integer >= 0)")
+        url = f"file://{self._games_base()}/game.html?game={game}&seed={seed}"
+        self._game = None
+        self._episode_task = None
+
+        async def go() -> dict[str, Any]:
+            nav = await self._navigate(url)
+            if nav["error"]:
+                raise EnvError(f"loading game {game} failed: {nav['error']}")
+            info = await self.page.evaluate(_INFO_JS)
+            if not info or not info.get("ready") or info.get("error"):
+                why = (info or {}).get("error") or "the page did not define it"
+                raise EnvError(f"game {game} did not load: {why}")
+            clock = self._clock
+            assert clock is not None
+            if paused:
+                await clock.pause()  # before the loop starts: no game time passes on its own
+            elif rate != 1.0:
+                await clock.accelerate(rate)
+            try:
+                await self.page.evaluate(_START_JS, {"replay": replay, "stop_at": stop_at})
+            except PlaywrightError as exc:
+                first = (exc.message or str(exc)).strip().splitlines()[0][:300]
+                if "replay" in first:
+                    raise GameParamsError(f"game_start: {first}") from None
+                raise
+            return info  # type: ignore[no-any-return]
+
+        info = self._run(go, timeout=NAV_TIMEOUT_MS / 1000 + 10, what="game_start")
+        tick_ms = float(info["tick_ms"])
+        quantum = (step_ms if step_ms is not None else tick_ms) if paused else 0.0
+        self._game = GameRun(game=game, seed=seed, step_ms=quantum)
+        return {
+            "game": game,
+            "seed": seed,
+            "url": url,
+            "width": info["width"],
+            "height": info["height"],
+            "tick_ms": tick_ms,
+            "step_ms": quantum,
+            "paused": paused,
+            "rate": None if paused else rate,
+        }
+
+    def _call_game_state(self, _params: dict[str, Any]) -> dict[str, Any]:
+        run = self._game
+        if run is None:
+            raise GameParamsError("game_state: no game is running here (call game_start first)")
+
+        async def go() -> Any:
+            try:
+                return await self.page.evaluate(_STATE_JS)
+            except PlaywrightError as exc:
+                if self.page.is_closed() or "context was destroyed" not in exc.message:
+                    raise
+                return None
+
+        state = self._run(go, what="game_state")
+        if not isinstance(state, dict) or state.get("game") != run.game:
+            # The page is no longer the game (it cannot be left by playing, but say so, and score 0).
+            return {"game": run.game, "seed": run.seed, "score": 0, "over": True, "tick": 0, "view": None,
+                    "inputs": [], "reason": f"the page left the game: now at {self.page.url}"}  # fmt: skip
+        return state
+
+    async def _game_quantum(self, action: A.Action) -> None:
+        """After a GUI action on a paused game, page time advances the run's step (a wait already did)."""
+        run, clock = self._game, self._clock
+        if run is None or not run.step_ms or isinstance(action, A.Wait) or clock is None:
+            return
+        if clock.mode == "paused":
+            await clock.advance(run.step_ms, timeout=10.0)
+
+    def _game_clear(self) -> None:
+        """The page is changing: no game runs on it any more."""
+        self._game = None
