@@ -154,7 +154,8 @@ def _start(
             env=env if policy.privileged else None,
         )
     )
-    system = system_prompt(platform, language=cfg.language) if policy.wants_messages else ""
+    tools = prepared.tools  # the sandbox's MCP tools the task uses (none for most tasks)
+    system = system_prompt(platform, language=cfg.language, tools=tools) if policy.wants_messages else ""
     recalled = EpisodicMemory(memory).retrieve(
         family=spec.family, instruction=prepared.instruction, k=cfg.episodic_k
     )
@@ -345,7 +346,8 @@ def propose_step(
     cfg = config or AgentConfig()
     platform = ACTION_PLATFORM.get(prepared.spec.platform, "desktop")
     screen = (obs.width, obs.height)
-    system = system_prompt(platform, language=cfg.language) if policy.wants_messages else ""
+    tools = prepared.tools  # the sandbox's MCP tools the task uses (none for most tasks)
+    system = system_prompt(platform, language=cfg.language, tools=tools) if policy.wants_messages else ""
     inp = PolicyInput(
         instruction=prepared.instruction,
         observation=obs,

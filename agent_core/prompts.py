@@ -2,10 +2,16 @@
 
 The action lines come from the grammar's own table of actions per platform (`platform_actions`), so
 a prompt never offers an action the parser would refuse; ``(x1,y1)`` and friends are placeholders
-the model fills with coordinates in the convention the prompt's note describes.
+the model fills with coordinates in the convention the prompt's note describes. A sandbox's MCP tools
+(`tools=`, as its `mcp_tools` call lists them) add the mcp_call action and a section listing each tool
+with its server, description and argument schema; without tools the prompt offers no mcp_call.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent_core.actions.coords import COORD_SPACES
 from agent_core.actions.grammar import SDK_ACTIONS, STYLES, WAIT_SECONDS, platform_actions
@@ -81,13 +87,17 @@ _INTRO = {
 }
 
 
-def action_lines(platform: str, *, sdk: bool = False, style: str = "box") -> list[str]:
-    """The action-space lines of a prompt: one call template per action, with a comment where useful."""
+def action_lines(platform: str, *, sdk: bool = False, style: str = "box", mcp: bool = False) -> list[str]:
+    """The action-space lines of a prompt: one call template per action, with a comment where useful.
+
+    `sdk` adds the terminal and file actions; `mcp` the mcp_call action (only when tools exist)."""
     if style not in STYLES:
         raise ValueError(f"unknown style {style!r}; valid: {', '.join(STYLES)}")
     lines = []
     for name in platform_actions(platform):
-        if name in SDK_ACTIONS and not sdk:
+        if name == "mcp_call" and not mcp:
+            continue
+        if name in SDK_ACTIONS and name != "mcp_call" and not sdk:
             continue
         after_point, comment = _LINES[name]
         if name == "drag":
@@ -107,11 +117,15 @@ def system_prompt(
     sdk: bool = False,
     coords: str = "smart_resize",
     style: str = "box",
+    tools: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """The system prompt for `platform` ("desktop", "browser" or "mobile") in the UI-TARS format."""
+    """The system prompt for `platform` ("desktop", "browser" or "mobile") in the UI-TARS format; with
+    `tools` ({server, name, description, input_schema} each), a section listing them and mcp_call."""
     if coords not in COORD_SPACES:
         raise ValueError(f"unknown coordinate space {coords!r}; valid: {', '.join(COORD_SPACES)}")
-    space = "\n".join(action_lines(platform, sdk=sdk, style=style))  # raises ValueError for a bad platform
+    tool_section = tools_section(tools)
+    # raises ValueError for a bad platform
+    space = "\n".join(action_lines(platform, sdk=sdk, style=style, mcp=bool(tools)))
     intro = _INTRO["mobile" if platform == "mobile" else "computer"]
     if platform == "browser":
         intro += " The screen shows a web browser."
@@ -121,6 +135,7 @@ def system_prompt(
         "```\nThought: ...\nAction: ...\n```\n\n"
         "## Action Space\n\n"
         f"{space}\n\n"
+        f"{tool_section}"
         "## Note\n"
         f"- Use {language} in `Thought` part.\n"
         "- Write a small plan and finally summarize your next action (with its target element) "
@@ -129,3 +144,32 @@ def system_prompt(
         "- If the task is impossible or makes no sense, say why and declare it with "
         "finished(content='infeasible: <why>').\n"
     )
+
+
+def _compact_schema(schema: Any) -> Any:
+    """A JSON schema without its "title" entries (the SDK names every field twice)."""
+    if isinstance(schema, Mapping):
+        return {k: _compact_schema(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [_compact_schema(v) for v in schema]
+    return schema
+
+
+def tools_section(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The prompt's "## Tools" section ("" without tools): each tool as `server.name: description` and
+    its arguments' JSON schema. A tool without a server or name raises ValueError naming the field."""
+    if not tools:
+        return ""
+    lines = [
+        "## Tools\n",
+        "MCP tools of this computer. Call one with mcp_call(server='<server>', tool='<name>', "
+        "arguments='<a JSON object matching its schema>'); its result comes with the next screenshot.\n",
+    ]
+    for i, tool in enumerate(tools):
+        for key in ("server", "name"):
+            if not isinstance(tool.get(key), str) or not tool.get(key):
+                raise ValueError(f"tools[{i}].{key}: must be a non-empty string")
+        description = " ".join(str(tool.get("description") or "").split())
+        schema = json.dumps(_compact_schema(tool.get("input_schema") or {}), separators=(",", ":"))
+        lines.append(f"- {tool['server']}.{tool['name']}: {description}\n  arguments schema: {schema}")
+    return "\n".join(lines) + "\n\n"

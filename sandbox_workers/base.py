@@ -212,6 +212,13 @@ class Provider(ABC):
         valid = ", ".join(sorted(self.extensions)) or "none"
         raise OperationUnsupported(f"{self.name} sandboxes have no operation {method!r}; valid: {valid}")
 
+    def mcp_call(
+        self, *, server: str, tool: str, arguments: Mapping[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Call a tool of one of the sandbox's MCP servers: {server, tool, content, is_error, structured}
+        (see sandbox_workers.mcp.hub); providers without MCP servers refuse it."""
+        raise ActionUnsupported(f"{self.name} sandboxes have no MCP servers")
+
     def pids(self) -> list[int]:
         """Every host process id that belongs to this sandbox (for orphan checks); [] if it owns none."""
         return []
@@ -246,7 +253,8 @@ class Provider(ABC):
 
 def perform(provider: Provider, action: Action) -> dict[str, Any] | None:
     """Carry out an agent's `action` on `provider`; an SDK action's result (terminal: exit code and
-    output; file_read: the content; file_write: bytes written), None for GUI input.
+    output; file_read: the content; file_write: bytes written; mcp_call: the tool's result), None for
+    GUI input. A tool that reports an error is an invalid step too (its message is the reason).
 
     A refusal about the action itself is ActionFailed (an invalid step); EnvError passes as it is."""
     try:
@@ -260,6 +268,11 @@ def perform(provider: Provider, action: Action) -> dict[str, Any] | None:
             data = action.content.encode()
             provider.put_file(action.path, data)
             return {"written": len(data)}
+        if isinstance(action, A.McpCall):
+            result = provider.mcp_call(server=action.server, tool=action.tool, arguments=action.arguments)
+            if result.get("is_error"):
+                raise ActionFailed(f"mcp_call {action.server}.{action.tool}: {result.get('content')}")
+            return result
         provider.act(action)
         return None
     except (EnvError, ActionRejected, EnvBrokenByAgent):

@@ -60,7 +60,9 @@ ORACLE_MODULES = (
     "agent_core.suites.miniwob_oracles_widgets",
     "agent_core.suites.desktop_oracles",
     "agent_core.suites.desktop_oracles_web",
+    "agent_core.suites.desktop_oracles_mcp",
     "agent_core.suites.osworld_samples",
+    "agent_core.suites.games",  # loads every game's module (games/<name>)
 )
 
 

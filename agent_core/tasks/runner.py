@@ -39,6 +39,8 @@ class PreparedTask:
     params: Mapping[str, Any]
     instruction: str
     setup: Mapping[str, Any] = field(default_factory=dict)
+    tools: tuple[Mapping[str, Any], ...] = ()
+    """The MCP tools of the servers the task names (`spec.mcp`), as the sandbox lists them: the prompt's."""
 
     @property
     def context(self) -> dict[str, Any]:
@@ -61,8 +63,26 @@ def prepare(spec: TaskSpec, env: Env, *, seed: int = 0) -> PreparedTask:
         if step.save_as:
             saved[step.save_as] = result
     instruction = str(render(spec.instruction, {**params, **saved}))
+    tools = _mcp_tools(spec, env) if spec.mcp else ()
     log.info("prepared %s seed=%s in %.0f ms", spec.id, seed, (time.monotonic() - t0) * 1000)
-    return PreparedTask(spec=spec, seed=seed, params=params, instruction=instruction, setup=saved)
+    return PreparedTask(
+        spec=spec, seed=seed, params=params, instruction=instruction, setup=saved, tools=tools
+    )
+
+
+def _mcp_tools(spec: TaskSpec, env: Env) -> tuple[Mapping[str, Any], ...]:
+    """The tools of the MCP servers `spec` names, from the sandbox (which starts them): TaskSetupError
+    when the sandbox does not run one of them."""
+    listed = env.call("mcp_tools", servers=list(spec.mcp))
+    found = listed.get("tools") if isinstance(listed, Mapping) else None
+    tools = [t for t in found or [] if isinstance(t, Mapping)]
+    missing = sorted(set(spec.mcp) - {str(t.get("server")) for t in tools})
+    if missing:
+        have = sorted({str(t.get("server")) for t in tools}) or ["none"]
+        raise TaskSetupError(
+            f"{spec.id}: the sandbox runs no MCP server {', '.join(missing)} (it has {', '.join(have)})"
+        )
+    return tuple(t for t in tools if t.get("server") in spec.mcp)
 
 
 def _run_setup(step: SetupStep, env: Env, context: Mapping[str, Any], *, seed: int, where: str) -> Any:
@@ -102,6 +122,10 @@ def _run_setup(step: SetupStep, env: Env, context: Mapping[str, Any], *, seed: i
     if op == "miniwob":
         params = {k: v for k, v in args.items() if k in ("task", "mode", "paused")}
         return env.call("miniwob_start", seed=args.get("seed", seed), **params)
+    if op == "game":
+        # A game of the games suite, seeded with the episode's seed (paused: page time moves per action).
+        params = {k: v for k, v in args.items() if k in ("game", "paused", "step_ms", "rate")}
+        return env.call("game_start", seed=args.get("seed", seed), **params)
     if op == "wait":
         time.sleep(float(args["seconds"]))  # a settle time the task author asked for
         return None

@@ -22,6 +22,7 @@
           metric: number_equal
           expected: "{{n}}"
     infeasible: false                  # true: reward 1 only when the agent declares it infeasible
+    mcp: [records]                     # MCP servers of the sandbox whose tools the agent's prompt lists
     oracle: desktop/count-lines        # the scripted solution (agent_core.tasks.oracles registry)
 
 Strings anywhere may use `{{name}}` for a parameter and `{{save.field}}` for a field of a setup
@@ -56,6 +57,7 @@ SETUP_OPS = {
     "call": {"method"},
     "goto": {"url"},
     "miniwob": {"task"},
+    "game": {"game"},
     "wait": {"seconds"},
     "fetch": {"url", "path"},
     "pyautogui": {"code"},
@@ -91,6 +93,7 @@ TOP_LEVEL = {
     "version",
     "description",
     "origin",
+    "mcp",
 }
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*$")
 MAX_STEPS_CAP = 500
@@ -192,6 +195,8 @@ class TaskSpec:
     tags: tuple[str, ...] = ()
     version: int = 1
     description: str = ""
+    mcp: tuple[str, ...] = ()
+    """The sandbox's MCP servers the task uses: their tools are listed in the agent's prompt."""
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """The document as given (what the catalog stores)."""
 
@@ -289,6 +294,10 @@ def parse_task(doc: Any) -> TaskSpec:
     version = d.get("version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise TaskSpecError("version: must be a positive integer")
+    mcp = _list(d.get("mcp", []), "mcp")
+    names = [s for s in mcp if isinstance(s, str) and re.fullmatch(r"[a-z][a-z0-9_-]*", s)]
+    if len(names) < len(mcp) or len(set(names)) < len(names):
+        raise TaskSpecError("mcp: must be a list of distinct MCP server names (e.g. [files, records])")
     spec = TaskSpec(
         id=task_id,
         title=str(d.get("title") or task_id),
@@ -305,6 +314,7 @@ def parse_task(doc: Any) -> TaskSpec:
         tags=tuple(tags),
         version=version,
         description=str(d.get("description") or ""),
+        mcp=tuple(mcp),
         source=_json_copy({"format": FORMAT, **d}),
     )
     _check_templates(spec)

@@ -101,6 +101,8 @@ class DesktopLifecycle(DesktopPlumbing):
         finally:
             os.close(r)
         self.display = int(data)
+        if self.conf is not None:
+            self.conf = self._with_display(self.conf)
         self._start_vnc(_free_port())
         self.x = XSession(f":{self.display}", self.settle_conf)
         self.grabber = Grabber(f":{self.display}")

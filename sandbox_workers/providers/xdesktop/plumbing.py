@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +24,7 @@ from sandbox_workers.base import (
 )
 from sandbox_workers.display.capture import Grabber
 from sandbox_workers.display.x11 import Settle, XSession, server_alive
+from sandbox_workers.mcp.hub import McpHub
 from sandbox_workers.providers.confine.bwrap import SANDBOX_HOME, Confinement
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
 from sandbox_workers.providers.confine.spawning import SandboxProcess, spawn
@@ -74,6 +76,8 @@ class DesktopPlumbing(Provider):
         """Apps started by `launch` and commands left running by exec: killed on reset."""
         self.x: XSession | None = None
         self.grabber: Grabber | None = None
+        self.mcp_hub: McpHub | None = None
+        """The sandbox's MCP servers (sandbox_workers.mcp), made on first use; stopped with its processes."""
         self._stopped = False
         self._restarts: dict[str, int] = {}
         """Part → restarts since the last reset (see repair)."""
@@ -97,13 +101,27 @@ class DesktopPlumbing(Provider):
     def _spawn(self, argv: Sequence[str], *, pipes: bool = False) -> SandboxProcess:
         """Start a process in the sandbox's session (shared namespaces, cgroup, desktop env)."""
         assert self.conf is not None and self.holder is not None and self.holder.init_pid is not None
-        x_socket = (f"/tmp/.X11-unix/X{self.display}", "/tmp/.X11-unix/X0", True)  # noqa: S108
         with open(self.root / "session.log", "ab") as logf:
             return spawn(
-                self.conf, argv, cgroup=self.cgroup, join=self.holder.init_pid, extra_binds=(x_socket,),
+                self.conf, argv, cgroup=self.cgroup, join=self.holder.init_pid,
+                extra_binds=(self.x_socket(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if pipes else logf, stderr=subprocess.PIPE if pipes else logf,
             )  # fmt: skip
+
+    def x_socket(self) -> tuple[str, str, bool]:
+        """The bind of our X server's socket into the sandbox: as display :0 there, except with the network
+        profile. That sandbox shares the host's network namespace, where an X client tries the abstract
+        socket of its display first (@/tmp/.X11-unix/X0: another sandbox's server), so there the display
+        keeps its host number (and DISPLAY says it: `_with_display`)."""
+        inside = self.display if self.profile.network else 0
+        return (f"/tmp/.X11-unix/X{self.display}", f"/tmp/.X11-unix/X{inside}", True)  # noqa: S108
+
+    def _with_display(self, conf: Confinement) -> Confinement:
+        """`conf` with the DISPLAY `x_socket` binds (only the network profile's differs from :0)."""
+        if not self.profile.network or self.display is None:
+            return conf
+        return replace(conf, env={**conf.env, "DISPLAY": f":{self.display}"})
 
     def _bus_path(self) -> Path:
         """The session bus socket on the host."""
@@ -255,6 +273,8 @@ class DesktopPlumbing(Provider):
 
     def _kill_sandbox(self) -> None:
         """Kill every process inside the sandbox (not Xvfb, x11vnc)."""
+        if self.mcp_hub is not None:
+            self.mcp_hub.close()  # its sessions end with their servers; the next use starts them again
         if self.cgroup is not None:
             self.cgroup.kill_all()
         for p in (*self.launched, *self.session, *([self.holder] if self.holder else [])):

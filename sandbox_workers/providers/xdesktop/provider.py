@@ -30,7 +30,7 @@ Host restarts: every process starts in its own session, so the sandbox outlives 
 `state()` (also kept in root/xdesktop-state.json as processes start) lets `adopt` reattach or
 `cleanup` kill what is left; `cleanup(root=..., state={})` works from that file alone (a host
 killed mid-start). `detach()` drops the X connections without stopping anything.
-Extensions (`call`): launch {app, args?, timeout?}, a11y, windows.
+Extensions (`call`): launch {app, args?, timeout?}, a11y, windows, mcp_tools (sandbox_workers.mcp).
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ from sandbox_workers.base import (
 )
 from sandbox_workers.display.capture import Grabber
 from sandbox_workers.display.x11 import XSession
+from sandbox_workers.mcp.desktop import desktop_hub
+from sandbox_workers.mcp.hub import McpHub
 from sandbox_workers.providers.confine.bwrap import Confinement
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
 from sandbox_workers.providers.confine.spawning import collect_output, process_start_time, same_process
@@ -92,7 +94,7 @@ class XDesktopProvider(DesktopLifecycle):
     """One X desktop sandbox (see the module docstring)."""
 
     supports_snapshot = True
-    extensions = frozenset({"launch", "a11y", "windows", "window", "pkill"})
+    extensions = frozenset({"launch", "a11y", "windows", "window", "pkill", "mcp_tools"})
 
     # --- stepping -------------------------------------------------------------------------------
     def observe(self, *, fmt: ImageFormat = "png", a11y: bool = False, quality: int = 80) -> Observation:
@@ -222,7 +224,22 @@ class XDesktopProvider(DesktopLifecycle):
             return self._window(params)
         if method == "pkill":
             return self._pkill(params)
+        if method == "mcp_tools":
+            self._ready()
+            return self._mcp().tools_call(params)
         return super().call(method, params)
+
+    def mcp_call(
+        self, *, server: str, tool: str, arguments: Mapping[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
+        """A tool of one of the sandbox's MCP servers (started in it on first use: sandbox_workers.mcp)."""
+        self._ready()
+        return self._mcp().call(server, tool, arguments, timeout=timeout)
+
+    def _mcp(self) -> McpHub:
+        if self.mcp_hub is None:
+            self.mcp_hub = desktop_hub(self)
+        return self.mcp_hub
 
     def _pkill(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """pkill {names, wait_s?} → {signalled, left}: SIGTERM to this sandbox's processes whose name
@@ -350,6 +367,8 @@ class XDesktopProvider(DesktopLifecycle):
     def pids(self) -> list[int]:
         """Host pids of Xvfb, x11vnc and every process of the sandbox."""
         out: set[int] = set(self.cgroup.pids()) if self.cgroup is not None else set()
+        if self.mcp_hub is not None:
+            out.update(self.mcp_hub.pids())
         for p in (self.xvfb, self.vnc, self.holder, *self.session, *self.launched):
             if p is None:
                 continue
@@ -410,7 +429,7 @@ class XDesktopProvider(DesktopLifecycle):
             etc = root / "etc"
             binds = ((str(etc / "passwd"), "/etc/passwd", False), (str(etc / "group"), "/etc/group", False))
             conf = replace(conf, binds=binds)
-        self.conf = conf
+        self.conf = self._with_display(conf)
         self.x = XSession(f":{self.display}", self.settle_conf)
         self.grabber = Grabber(f":{self.display}")
         log.info("xdesktop %s adopted (display :%s, vnc %s)", sandbox_id, self.display, self.vnc_port)

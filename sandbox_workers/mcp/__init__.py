@@ -1,0 +1,7 @@
+"""MCP tools inside sandboxes: servers that run confined in a sandbox (`servers/`), the host-side hub
+holding a client session per started server (`hub`), and how an X desktop starts them (`desktop`).
+
+An agent reaches them with the `mcp_call(server=…, tool=…, arguments=…)` action (`base.perform` sends
+it to the provider's `mcp_call`); the provider's `mcp_tools` call lists every tool with its schema,
+which the agent's prompt shows.
+"""
