@@ -61,6 +61,9 @@ class StepView:
     """A reviewer's label: "correct", "redundant", "wrong" or ""."""
     corrected_thought: str = ""
     corrected_action: Mapping[str, Any] | None = None
+    result: str = ""
+    """What the step's SDK action gave back (an MCP tool's result, a terminal's output), as the model read
+    it beside the next screen (agent_core.memory.sdk_result_text); "" for GUI input."""
 
     @property
     def parsed(self) -> bool:
@@ -125,6 +128,8 @@ class TrajectoryView:
     """V(s) where already decided; the CT export writes its v."""
     superseded_by: int | None = None
     """The id of a finished fork that corrects this trajectory, if any."""
+    tools: tuple[Mapping[str, Any], ...] = ()
+    """The MCP tools the episode's prompt listed ({server, name, description, input_schema} each)."""
 
 
 def review_verdict(reviews: Iterable[tuple[str, bool]]) -> str:

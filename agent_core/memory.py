@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent_core.actions import Action
 from agent_core.data.trajectory import EpisodeOutcome, StepRecord
 from agent_core.env import Obs
 from agent_core.thoughts import learnable_thought
@@ -118,8 +119,11 @@ def _capped(text: str, limit: int) -> str:
 
 def result_text(step: StepRecord, *, limit: int = RESULT_CHARS) -> str:
     """What an SDK action gave back, as the model reads it ("" for GUI input and invalid steps)."""
-    result = step.info.get("result")
-    action = step.action
+    return sdk_result_text(step.action, step.info.get("result"), limit=limit)
+
+
+def sdk_result_text(action: Action | None, result: Any, *, limit: int = RESULT_CHARS) -> str:
+    """`result` (a step's info["result"]) of `action` as the model reads it; "" where there is none."""
     if not isinstance(result, Mapping) or action is None:
         return ""
     kind = action.kind

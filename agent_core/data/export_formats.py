@@ -181,7 +181,7 @@ def _platform(traj: TrajectoryView) -> str:
 
 def _system(traj: TrajectoryView, coords: str) -> str:
     try:
-        return system_prompt(_platform(traj), coords=coords)
+        return system_prompt(_platform(traj), coords=coords, tools=traj.tools)
     except ValueError as exc:
         raise ExportError(f"episode {traj.episode_id}: {exc}") from None
 
@@ -210,6 +210,9 @@ def sft_records(traj: TrajectoryView, *, options: ExportOptions) -> Iterator[dic
         ]
         images: list[str] = []
         for k in range(t + 1):
+            # The previous action's SDK result is the text the model read beside this screen.
+            if k and steps[k - 1].result:
+                messages.append(_message("user", _part("text", steps[k - 1].result)))
             if steps[k].screenshot and t - k < options.last_n:
                 images.append(image_path(steps[k].screenshot))
                 messages.append(_message("user", _part("image", images[-1])))
@@ -233,6 +236,8 @@ def _ct_step(traj: TrajectoryView, step: StepView, coords: str) -> str:
     lines = [f"Step {step.index} ({step.actor}):"]
     if step.parsed:
         lines.append(history_text(traj, step, coords))
+        if step.result:
+            lines.append(step.result)
     else:
         why = step.invalid_reason or "no action"
         lines.append(f"Output that did not parse ({why}):\n{step.raw_output or step.action_text}")

@@ -410,3 +410,28 @@ def test_placeholder_thoughts_are_never_taught_and_are_counted(media: Media, tmp
     manifest = export([traj], tmp_path / "out", media, "sft", "jsonl")
     assert manifest.placeholder_thoughts == 3  # the empty thought is no placeholder: nothing was said
     assert ExportManifest.from_json(manifest.to_json()).placeholder_thoughts == 3
+
+
+def test_a_tool_calls_result_and_the_tools_reach_the_sft_and_ct_records(media: Media):
+    """The tools the episode's prompt listed are in the system prompt, and what a tool gave back is the
+    text observation beside the next screen, as the agent read them (agent_core.memory)."""
+    tools = ({"server": "records", "name": "lookup", "description": "A record by id.",
+              "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}},)  # fmt: skip
+    call = A.McpCall(server="records", tool="lookup", arguments={"id": "T-7"})
+    result = "Tool result of records.lookup:\nT-7: printer jam, priority high"
+    shots = [media.png() for _ in range(2)]
+    traj = TrajectoryView(
+        episode_id=9, task="desktop/hybrid/mcp-ticket-into-form", instruction="File ticket T-7.",
+        platform="desktop", source="agent", policy_version="p", reward=1.0, max_steps=5, review="",
+        steps=(step(0, shots[0], call, result=result), step(1, shots[1], A.Click(3, 4))), tools=tools,
+    )  # fmt: skip
+    last = list(sft_records(traj, options=ExportOptions()))[-1]["messages"]
+    system = last[0]["content"][0]["text"]
+    assert system == system_prompt("desktop", tools=tools) and "records" in system and "lookup" in system
+    kinds = [(m["role"], m["content"][0]["type"]) for m in last]
+    assert kinds == [("system", "text"), ("user", "text"), ("user", "image"), ("assistant", "text"),
+                     ("user", "text"), ("user", "image"), ("assistant", "text")]  # fmt: skip
+    assert last[4]["content"][0]["text"] == result
+    (record,) = ct_records(traj, options=ExportOptions())
+    step0 = [p["text"] for p in record["content"] if p["type"] == "text"][1]
+    assert step0.endswith("\n" + result)

@@ -224,6 +224,7 @@ def prepared_of(episode: Episode) -> PreparedTask:
         params=data.get("params", {}),
         instruction=str(data.get("instruction", "")),
         setup=data.get("setup", {}),
+        tools=tuple(t for t in data.get("tools") or () if isinstance(t, dict)),
     )
 
 

@@ -313,10 +313,12 @@ def task_stats_refresh() -> int:
 
 
 def prepared_to_json(prepared: PreparedTask) -> dict[str, Any]:
-    """What Episode.prepared keeps of a task prepared in its sandbox (seed, params, instruction, setup)."""
+    """What Episode.prepared keeps of a task prepared in its sandbox (seed, params, instruction, setup,
+    and the MCP tools its prompt lists)."""
     return {
         "seed": prepared.seed,
         "params": dict(prepared.params),
         "instruction": prepared.instruction,
         "setup": dict(prepared.setup),
+        "tools": [dict(t) for t in prepared.tools],
     }

@@ -10,7 +10,9 @@ from typing import Any
 
 from django.db.models import Exists, F, OuterRef, Prefetch, QuerySet
 
+from agent_core.actions import ActionError, action_from_dict
 from agent_core.flywheel import StepView, TrajectoryView, review_verdict
+from agent_core.memory import sdk_result_text
 from webapp.episodes.models import Episode, Step
 from webapp.reviews.models import Review, ReviewEvent, StepLabel
 
@@ -38,7 +40,12 @@ def _finished_forks() -> QuerySet[Episode]:
 
 def with_trajectory_data(queryset: QuerySet[Episode]) -> QuerySet[Episode]:
     """`queryset` with what trajectory_view reads, fetched a chunk of episodes at a time."""
-    steps = Step.objects.order_by("index").defer("token_ids", "logprobs", "info", "a11y_tree")
+    # info can be large: only the SDK result is read (the text a model read after a tool call).
+    steps = (
+        Step.objects.order_by("index")
+        .defer("token_ids", "logprobs", "info", "a11y_tree")
+        .annotate(sdk_result=F("info__result"))
+    )
     return queryset.select_related("task", "policy_version", "annotator").prefetch_related(
         Prefetch("steps", queryset=steps, to_attr="ordered_steps"), *review_prefetches(), "task__suites"
     )
@@ -93,6 +100,7 @@ def trajectory_view(*, episode: Episode) -> TrajectoryView:
                 label=label.label if label else "",
                 corrected_thought=label.corrected_thought if label else "",
                 corrected_action=label.corrected_action if label else None,
+                result=_result_text(step),
             )
         )
     task = episode.task
@@ -111,7 +119,23 @@ def trajectory_view(*, episode: Episode) -> TrajectoryView:
         annotator=episode.annotator.get_username() if episode.annotator_id else "",
         final_answer=episode.final_answer,
         superseded_by=_superseded_by(episode),
+        tools=tuple(t for t in (episode.prepared or {}).get("tools") or () if isinstance(t, dict)),
     )
+
+
+def _result_text(step: Step) -> str:
+    """The step's SDK result as the model read it ("" for GUI input, an invalid step, an odd record)."""
+    if hasattr(step, "sdk_result"):  # loaded by with_trajectory_data, without the rest of info
+        result = step.sdk_result
+    else:
+        result = step.info.get("result") if isinstance(step.info, dict) else None
+    if not isinstance(result, dict) or not step.action or step.action.get("type") == "invalid":
+        return ""
+    try:
+        action = action_from_dict(step.action)
+    except (ActionError, KeyError, TypeError, ValueError):
+        return ""
+    return sdk_result_text(action, result)
 
 
 def trajectories(
