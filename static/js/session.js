@@ -52,6 +52,7 @@ function renderControl() {
   show("release", running && iHold());
   show("force", running && mayControl && !iHold() && control.holder === "human" && root.dataset.canForce === "1");
   $("[data-testid=recorder]").hidden = !(running && iHold());
+  if (running && iHold() && !toolsAsked) { toolsAsked = true; send({ type: "tools" }); }
   if (recorder) recorder.setEnabled(Boolean(running && iHold()));
   if (live && live.setInputEnabled) live.setInputEnabled(Boolean(running && iHold()));
 }
@@ -72,9 +73,63 @@ function addStep(s) {
     t.textContent = s.thought;
     li.append(t);
   }
+  if (s.result) {
+    const r = document.createElement("pre");
+    r.className = "raw step-result";
+    r.dataset.testid = "step-result";
+    r.textContent = resultText(s.action, s.result);
+    li.append(r);
+  }
   stepsList.append(li);
   stepsList.scrollTop = stepsList.scrollHeight;
   $("[data-testid=step-count]").textContent = stepsList.children.length;
+}
+
+// What an SDK step gave back, as text: an MCP tool's content, a command's output.
+function resultText(action, result) {
+  if (!result) return "";
+  if (action && action.type === "mcp_call") return (result.is_error ? "error: " : "") + String(result.content ?? "");
+  if (action && action.type === "terminal") return [result.stdout, result.stderr].filter(Boolean).join("\n");
+  return result.content !== undefined ? String(result.content) : JSON.stringify(result);
+}
+
+// --- tools: the MCP servers inside the sandbox, called by the person as steps ----------------------
+
+let tools = [];
+let toolsAsked = false;
+
+function renderTools(list) {
+  tools = list || [];
+  const box = $("[data-testid=tools]");
+  if (!box) return;
+  box.hidden = tools.length === 0;
+  const select = $("[data-testid=tool-name]");
+  select.replaceChildren(...tools.map((t, i) => {
+    const o = document.createElement("option");
+    o.value = String(i);
+    o.textContent = `${t.server}.${t.name}`;
+    return o;
+  }));
+  describeTool();
+}
+
+function describeTool() {
+  const t = tools[Number($("[data-testid=tool-name]").value)];
+  if (!t) return;
+  $("[data-testid=tool-description]").textContent = t.description || "";
+  const props = (t.input_schema && t.input_schema.properties) || {};
+  const skeleton = Object.fromEntries(Object.keys(props).map((k) => [k, props[k].type === "integer" || props[k].type === "number" ? 0 : ""]));
+  $("[data-testid=tool-arguments]").value = JSON.stringify(skeleton);
+}
+
+function callTool() {
+  const t = tools[Number($("[data-testid=tool-name]").value)];
+  if (!t) return;
+  let args;
+  try { args = JSON.parse($("[data-testid=tool-arguments]").value || "{}"); }
+  catch (e) { say(`The arguments are not JSON: ${e.message}`, true); return; }
+  if (!args || typeof args !== "object" || Array.isArray(args)) { say("The arguments must be a JSON object", true); return; }
+  send({type: "tool_call", server: t.server, tool: t.name, arguments: args});
 }
 
 function clearOverlay() {
@@ -188,6 +243,20 @@ function connect() {
         say(m.status === "finished" ? `Submitted. Reward: ${m.reward}` : `Ended: ${m.error}`, m.status !== "finished");
         $("[data-testid=reward]").textContent = m.status === "finished" ? `Reward: ${m.reward}` : "";
         break;
+      case "tools":
+        renderTools(m.tools);
+        break;
+      case "clock":
+        $("[data-testid=game-clock]").value = m.clock;
+        say(`Game time: ${m.clock === "step" ? "per input" : m.clock === "half" ? "half speed" : "real time"}`);
+        break;
+      case "calling":
+        say(`Calling ${m.server}.${m.tool}…`);
+        break;
+      case "tool_result":
+        say("");
+        $("[data-testid=tool-result]").textContent = resultText({type: "mcp_call"}, m.result);
+        break;
       case "error":
         say(m.message, true);
         break;
@@ -217,7 +286,10 @@ root.addEventListener("click", (e) => {
   if (act === "accept") send({ type: "accept" });
   if (act === "edit") send({ type: "edit", text: $("[data-testid=proposal-text]").value });
   if (act === "submit") send({ type: "submit", answer: $("[data-testid=answer]").value });
+  if (act === "tool-call") callTool();
 });
+$("[data-testid=tool-name]")?.addEventListener("change", describeTool);
+$("[data-testid=game-clock]")?.addEventListener("change", (e) => send({ type: "clock", clock: e.target.value }));
 
 let thoughtTimer = null;
 $("[data-testid=thought]").addEventListener("input", (e) => {

@@ -9,18 +9,25 @@ live view's ticket nor the replay.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from django.test import override_settings
 from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import PASSWORD, Personas
 from tests.e2e.platform import site_with_host
 from tests.e2e.test_episodes import OPEN_SOCKET
 from tests.procs import wait_for
-from tests.sandbox_workers.hostproc import LIGHT_DESKTOP
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN
 from tests.webapp.annotation.conftest import note_reads, note_task
+from webapp.annotation.services import demo_env
+from webapp.catalog.models import Task
+from webapp.catalog.services import suite_load
 from webapp.episodes.models import Episode, Step
 from webapp.reviews.models import Review, StepLabel
 from webapp.reviews.services import review_assign
@@ -190,3 +197,75 @@ def check_outsider_and_review(browser: Browser, platform: str, personas: Persona
         f"/sandboxes/{episode.sandbox_id}/ticket/",
     )
     assert status in (403, 404)
+
+
+def window_centre(env: Any, name: str) -> tuple[int, int]:
+    """Where a person sees the window titled `name` (its centre, in screen pixels)."""
+    command = f"xdotool search --onlyvisible --name {name!r} getwindowgeometry --shell | head -5"
+    shown = env.exec(command).stdout
+    geometry = dict(line.split("=", 1) for line in shown.split() if "=" in line)
+    assert {"X", "Y", "WIDTH", "HEIGHT"} <= set(geometry), shown
+    return int(geometry["X"]) + int(geometry["WIDTH"]) // 2, int(geometry["Y"]) + int(geometry["HEIGHT"]) // 2
+
+
+def test_an_annotator_calls_a_sandbox_tool_beside_the_gui_and_the_replay_shows_its_result(
+    platform: str, browser: Browser, personas: Personas
+) -> None:
+    """A GUI-SDK hybrid task by hand: the records tool (an MCP server inside the sandbox) from the Tools
+    panel gives a price, the person types it into the quote in the editor and saves; reward 1, and the
+    replay shows the tool call with its arguments and result."""
+    suite_load(name="desktop")
+    task = Task.objects.get(slug="desktop/hybrid/mcp-price-into-quote")
+    Task.objects.filter(pk=task.pk).update(is_published=True)
+    page = login(browser, platform, personas.annotator.get_username())
+    page.goto("/annotate/")
+    page.get_by_test_id("start-form").get_by_label("Task").select_option(str(task.pk))
+    page.get_by_test_id("start-form").get_by_role("button", name="Start").click()
+    expect(page.get_by_test_id("recorder")).to_be_visible(timeout=90_000)
+    episode = Episode.objects.get(task=task, annotator=personas.annotator)
+    sku = episode.prepared["params"]["sku"]
+    live_state = "() => document.querySelector('[data-testid=session]').dataset.live"
+    assert wait_for(lambda: page.evaluate(live_state) == "connected", timeout=30), "no live view"
+
+    # The Tools panel lists what the sandbox's servers say they offer; the lookup is a recorded step.
+    tools = page.get_by_test_id("tools")
+    expect(tools).to_be_visible()
+    tools.get_by_test_id("tool-name").select_option(label="records.lookup")
+    expect(tools.get_by_test_id("tool-description")).to_contain_text("record stored under")
+    tools.get_by_test_id("tool-arguments").fill(json.dumps({"key": sku}))
+    tools.get_by_role("button", name="Call").click()
+    expect(tools.get_by_test_id("tool-result")).to_contain_text("unit_price", timeout=20_000)
+    found = re.search(r'"unit_price":\s*(\d+)', tools.get_by_test_id("tool-result").inner_text())
+    assert found, tools.get_by_test_id("tool-result").inner_text()
+    price = found.group(1)
+    expect(page.get_by_test_id("steps").locator("li")).to_have_count(1)
+
+    # The GUI part: into the editor, the blank on line 3 replaced by the price, saved.
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        env = demo_env(episode=episode)
+        x, y = window_centre(env, "quote.txt")
+        page.mouse.click(*screen_point(page, x, y))
+        for key in ("Control+Home", "ArrowDown", "ArrowDown", "End", "Backspace", "Backspace", "Backspace"):
+            page.keyboard.press(key)
+        page.keyboard.type(price)
+        page.keyboard.press("Control+s")
+        line = f"Unit price: {price}\n"
+        saved = wait_for(lambda: line in env.exec("cat quote.txt").stdout, 30, interval=0.3)
+        assert saved, env.exec("cat quote.txt").stdout
+    page.get_by_test_id("submit").click()
+    expect(page.get_by_test_id("reward")).to_have_text("Reward: 1", timeout=30_000)
+    episode.refresh_from_db()
+    assert episode.status == "finished" and episode.reward == 1.0
+    first = Step.objects.filter(episode=episode).order_by("index").first()
+    assert first is not None and first.action == {
+        "type": "mcp_call", "server": "records", "tool": "lookup", "arguments": {"key": sku}
+    }  # fmt: skip
+    assert first.actor == "human" and price in first.info["result"]["content"]
+
+    # The replay shows the call, its arguments and what it gave back.
+    page.goto(f"/episodes/{episode.pk}/")
+    expect(page.get_by_test_id("replay-index")).to_have_text("0")
+    result = page.get_by_test_id("step-result")
+    expect(result).to_contain_text("records.lookup")
+    expect(result).to_contain_text(sku)
+    expect(result.get_by_test_id("step-result-text")).to_contain_text(price)

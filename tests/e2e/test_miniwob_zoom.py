@@ -1,6 +1,7 @@
-"""A MiniWoB++ demonstration in a real Chromium: the live view fits the task's corner of the screen to the
-box, and a click on the zoomed view lands on the same screen pixel as one on the whole screen (the
-sandbox, its screenshots and recorded steps keep screen pixels; only the drawing zooms)."""
+"""Demonstrations in a browser sandbox, in a real Chromium: a MiniWoB++ task's live view fits the task's
+corner of the screen to the box, and a click on the zoomed view lands on the same screen pixel as one on
+the whole screen (the sandbox, its screenshots and recorded steps keep screen pixels; only the drawing
+zooms); a game of the games suite is played by hand, scored and replayed."""
 
 from __future__ import annotations
 
@@ -8,15 +9,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.test import override_settings
 from playwright.sync_api import Browser, Page, expect
 
+from agent_core.suites.games import maze
 from agent_core.suites.miniwob import VIEW_AREA, task_doc
 from tests.conftest import Personas
 from tests.e2e.platform import site_with_host
 from tests.e2e.test_demonstration import login, screen_point
 from tests.procs import wait_for
+from tests.sandbox_workers.hostproc import TOKEN
+from webapp.annotation.services import demo_env
 from webapp.catalog.models import Task
-from webapp.catalog.services import task_create
+from webapp.catalog.services import suite_load, task_create
 from webapp.episodes.models import Episode, Step
 from webapp.sandboxes.models import Sandbox
 
@@ -90,3 +95,59 @@ def test_a_miniwob_task_fills_the_live_view_and_clicks_keep_screen_pixels(
         ("click", 900, 500),
     ]
     assert all((s.screen_width, s.screen_height) == (1280, 720) for s in steps)
+
+
+def test_a_person_plays_a_game_through_the_live_view_and_it_is_scored_and_replayed(
+    platform: str, browser: Browser, personas: Personas
+) -> None:
+    """A game of the games suite demonstrated by hand: the maze walked with the arrow keys through the
+    live view (each press a recorded step; game time per input, a clock the person can also run in real
+    time or at half speed), scored 1 by the game's own score, and replayed step by step."""
+    suite_load(name="games")
+    task = Task.objects.get(slug="games/maze")
+    Task.objects.filter(pk=task.pk).update(is_published=True)
+    page = login(browser, platform, personas.annotator.get_username())
+    page.goto("/annotate/")
+    page.get_by_test_id("start-form").get_by_label("Task").select_option(str(task.pk))
+    page.get_by_test_id("start-form").get_by_role("button", name="Start").click()
+    expect(page.get_by_test_id("recorder")).to_be_visible(timeout=90_000)
+    live_state = "() => document.querySelector('[data-testid=session]').dataset.live"
+    assert wait_for(lambda: page.evaluate(live_state) == "connected", timeout=30), "no live view"
+    episode = Episode.objects.get(task=task)
+
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        env = demo_env(episode=episode)
+        tick = lambda: env.call("game_state")["tick"]  # noqa: E731 (the game's own clock, in ticks)
+        clock = page.get_by_test_id("game-clock")
+        clock.select_option("half")
+        expect(page.get_by_test_id("notice")).to_have_text("Game time: half speed")
+        before = tick()
+        page.wait_for_timeout(1500)
+        ran = tick() - before
+        assert 2 <= ran <= 12, f"half speed ran {ran} ticks of 100 ms in 1.5 s"  # ~7
+        clock.select_option("step")  # the maze waits for the person: time per input
+        expect(page.get_by_test_id("notice")).to_have_text("Game time: per input")
+        before = tick()
+        page.wait_for_timeout(1000)
+        assert tick() == before, "game time ran between inputs"
+        view = env.call("game_state")["view"]  # what the person sees on the screen
+        keys = [maze.STEPS[side][2] for side in maze.way_out(view["open"], view["player"], view["exit"])]
+        click_at(page, 1200, 700)  # the keys go where the person clicked: the screen, off the maze
+        for key in keys:
+            page.keyboard.press(key)
+            page.wait_for_timeout(60)
+        assert wait_for(lambda: env.call("game_state")["over"], timeout=60), env.call("game_state")
+    expect(page.get_by_test_id("steps").locator("li")).to_have_count(1 + len(keys), timeout=30_000)
+    page.get_by_test_id("submit").click()
+    expect(page.get_by_test_id("reward")).to_have_text("Reward: 1", timeout=30_000)
+    episode.refresh_from_db()
+    assert episode.status == "finished" and episode.reward == 1.0
+    steps = list(Step.objects.filter(episode=episode).order_by("index"))
+    kinds = [s.action["type"] for s in steps]
+    assert kinds == ["click"] + ["press"] * len(keys), kinds
+    assert all(s.actor == "human" and s.screenshot for s in steps)
+
+    page.goto(f"/episodes/{episode.pk}/")
+    expect(page.get_by_test_id("replay-index")).to_have_text("0")
+    page.keyboard.press("End")
+    expect(page.get_by_test_id("final-info")).to_contain_text("reward 1")

@@ -3,7 +3,9 @@
 The consumer authenticates, then hands each message to a LiveSession on one worker thread (so a
 person's actions reach the sandbox in order) and relays the episode's live events back. Messages
 in: input, thought, pause, resume, propose, accept, edit, submit, control (op request / release /
-force). Out: hello, step.created, episode.status, control.changed, proposal, paused, error.
+force), clock (a game's time: step, realtime, half), tools, tool_call (server, tool, arguments: an MCP tool
+of the sandbox, recorded as a step). Out: hello, step.created, episode.status, control.changed, proposal,
+paused, clock, tools, calling, tool_result, error.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from agent_core.data.recording import MAX_T
 from agent_core.env import EnvError
 from sandbox_workers.base import SandboxError
 from webapp.annotation.services import DemoError
-from webapp.annotation.session import LiveSession
+from webapp.annotation.session import GAME_CLOCKS, LiveSession
 from webapp.common.live import episode_group
 from webapp.common.sockets import JsonSocketConsumer
 from webapp.episodes.models import Episode
@@ -273,6 +275,28 @@ class SessionConsumer(JsonSocketConsumer):
                 "error": episode.error,
             }
         )
+
+    async def on_clock(self, content: dict[str, Any]) -> None:
+        choice = _text(content, "clock")
+        if choice not in GAME_CLOCKS:
+            raise DemoError(f"clock is one of {', '.join(GAME_CLOCKS)}")
+        session = await self._session()
+        choice = await self._run(session.game_clock, choice)
+        await self.send_json({"type": "clock", "clock": choice})
+
+    async def on_tools(self, content: dict[str, Any]) -> None:
+        session = await self._session()
+        tools = await self._run(session.tools)
+        await self.send_json({"type": "tools", "tools": tools})
+
+    async def on_tool_call(self, content: dict[str, Any]) -> None:
+        server, tool = _text(content, "server"), _text(content, "tool")
+        if not server or not tool:
+            raise DemoError("a tool call needs a server and a tool")
+        session = await self._session()
+        await self.send_json({"type": "calling", "server": server, "tool": tool})
+        result = await self._run(session.tool_call, server, tool, content.get("arguments", {}))
+        await self.send_json({"type": "tool_result", "server": server, "tool": tool, "result": result})
 
     async def on_control(self, content: dict[str, Any]) -> None:
         op = content.get("op")

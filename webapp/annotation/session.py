@@ -20,7 +20,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
-from agent_core.actions import Action, ActionError, Finished, action_to_dict
+from agent_core.actions import Action, ActionError, Finished, McpCall, action_to_dict
 from agent_core.actions.grammar import ActionParseError, parse_edited_action
 from agent_core.agent import ACTION_PLATFORM, Proposal, propose_step, screen_action_text
 from agent_core.data.recording import Commit, EventMerger, Execute, MergeOp, RawEvent, RecordingError, Start
@@ -35,6 +35,12 @@ from webapp.episodes.services import step_record
 from webapp.sandboxes.control import control_held_by
 
 log = logging.getLogger(__name__)
+GAME_CLOCKS: dict[str, dict[str, Any]] = {
+    "step": {"mode": "pause"},  # page time stands still between inputs; each costs the game one step
+    "realtime": {"mode": "accelerate", "rate": 1.0},
+    "half": {"mode": "accelerate", "rate": 0.5},  # slowed for a person
+}
+"""A game's clock while a person plays (the browser sandbox's virtual_time operation)."""
 
 
 @dataclass
@@ -64,6 +70,10 @@ class LiveSession:
         self.proposal: Proposal | None = None
         self._proposal_obs: Obs | None = None
         self._history: list[StepRecord] = []
+        self.last_result: dict[str, Any] | None = None
+        """What the last SDK action (a tool call, a command) gave back, for the page."""
+        self.clock = "step"
+        """How a game's time runs (GAME_CLOCKS); kept on each step recorded under another choice."""
 
     # --- plumbing -------------------------------------------------------------------------------
 
@@ -153,15 +163,18 @@ class LiveSession:
                         latency_s=op.ended - op.started,
                     )
 
-    def _execute(self, action: Action) -> None:
+    def _execute(self, action: Action) -> dict[str, Any] | None:
+        """Carry out `action`; an SDK action's result (an MCP tool's, a terminal's), None for GUI input."""
         # The screen after an action is not kept (the next step captures its own, as PNG): ask for a
         # small JPEG so forwarding each keystroke stays cheap.
         if self._act_env is None:
             self._act_env = SandboxEnv(self.env.target, platform=self.env.platform, fmt="jpeg", quality=30)
         try:
-            self._act_env.act(action)
+            after = self._act_env.act(action)
         except ActionRejected as exc:
             raise DemoError(f"the sandbox refused {action.kind}: {exc}") from None
+        result = after.info.get("result")
+        return dict(result) if isinstance(result, dict) else None
 
     def _record(
         self,
@@ -176,6 +189,8 @@ class LiveSession:
         obs = opened.obs
         screen = (obs.width, obs.height)
         extra = dict(info or {})
+        if self.clock != "step":
+            extra["game_clock"] = self.clock
         if self._gap_s:
             extra["paused_before_s"] = round(self._gap_s, 1)
             self._gap_s = 0.0
@@ -211,6 +226,7 @@ class LiveSession:
                 action=action,
                 action_text=action_text,
                 observed_at=opened.observed_at.timestamp(),
+                info=extra,
             )
         )
         self.thought = ""
@@ -294,6 +310,50 @@ class LiveSession:
             raise DemoError("write exactly one action")
         self._carry_out(parsed.actions[0], obs, actor=Actor.HUMAN, thought=parsed.thought or None)
 
+    # --- a game's clock ---------------------------------------------------------------------------
+
+    def game_clock(self, choice: str) -> str:
+        """How a game's time runs while a person plays it (GAME_CLOCKS): per action (the default: the page
+        stands still between inputs, each input costs the game one step), real time, or half speed."""
+        self._check_running()
+        self._check_control()
+        params = GAME_CLOCKS.get(choice)
+        if params is None:
+            raise DemoError(f"game clock must be one of {', '.join(GAME_CLOCKS)}")
+        self.flush()
+        try:
+            self.env.call("virtual_time", **params)
+        except SandboxError as exc:
+            raise DemoError(f"this sandbox's clock cannot change: {exc}") from None
+        self.clock = choice
+        return choice
+
+    # --- tools (MCP servers inside the sandbox) ----------------------------------------------------
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The MCP tools the sandbox offers ([] where it has none), as its servers describe them."""
+        self._check_running()
+        try:
+            found = self.env.call("mcp_tools")
+        except SandboxError:  # a sandbox without MCP (a browser, a profile with no servers)
+            return []
+        tools = found.get("tools") if isinstance(found, dict) else found
+        return [dict(t) for t in tools or () if isinstance(t, dict)]
+
+    def tool_call(self, server: str, tool: str, arguments: Any) -> dict[str, Any] | None:
+        """Call an MCP tool as a step of the demonstration; its result is kept on the step."""
+        self._check_running()
+        self._check_control()
+        if not isinstance(arguments, dict):
+            raise DemoError("arguments must be a JSON object")
+        try:
+            action = McpCall(server=server, tool=tool, arguments=arguments)
+        except ActionError as exc:
+            raise DemoError(f"the tool call is not valid: {exc}") from None
+        self.flush()
+        self._carry_out(action, self.env.observe(), actor=Actor.HUMAN, thought=None)
+        return self.last_result
+
     def _carry_out(self, action: Action, obs: Obs, *, actor: str, thought: str | None) -> None:
         self._check_running()
         self._check_control()
@@ -301,12 +361,13 @@ class LiveSession:
             raise DemoError("to finish, use Submit (with the answer, if the task asks for one)")
         opened = _Open(obs=obs, observed_at=timezone.now())
         t0 = time.monotonic()
-        self._execute(action)
+        result = self._execute(action)
         typed = self.thought.strip()
         self._record(
             opened, action, actor=actor, latency_s=time.monotonic() - t0,
-            thought=typed or thought or "",
+            thought=typed or thought or "", info={"result": result} if result is not None else None,
         )  # fmt: skip
+        self.last_result = result
 
     # --- lifetime -------------------------------------------------------------------------------
 

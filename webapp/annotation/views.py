@@ -21,7 +21,7 @@ from webapp.annotation.selectors import (
 )
 from webapp.annotation.services import DemoError, assignment_create, demo_abandon, demo_start
 from webapp.catalog.models import Task
-from webapp.catalog.selectors import task_view_area
+from webapp.catalog.selectors import task_game, task_view_area
 from webapp.common.params import parse_whole
 from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episode_visible_to, steps_of
@@ -113,6 +113,7 @@ def session(request: HttpRequest, episode_id: int) -> HttpResponse:
         "control": control_state(token),
         "control_offered": control_offered(user=request.user, episode=episode),
         "view_area": task_view_area(task=episode.task),
+        "game": task_game(task=episode.task),
         "is_annotator": episode.annotator_id == request.user.pk,
         "transport": _transport(request, episode),
     }

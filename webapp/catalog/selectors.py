@@ -35,6 +35,15 @@ def task_view_area(*, task: Task) -> dict[str, int] | None:
     return None
 
 
+def task_game(*, task: Task) -> str:
+    """The game `task` plays (its `game` setup op: the games suite), or ""."""
+    setup = (task.spec or {}).get("setup") if isinstance(task.spec, dict) else None
+    for step in setup if isinstance(setup, list) else ():
+        if isinstance(step, dict) and step.get("op") == "game":
+            return str(step.get("game") or (step.get("args") or {}).get("game") or "")
+    return ""
+
+
 def suites_list() -> QuerySet[TaskSuite]:
     """All suites by slug."""
     return TaskSuite.objects.order_by("slug")

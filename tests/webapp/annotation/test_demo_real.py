@@ -122,3 +122,39 @@ def test_a_fork_replays_the_first_steps_in_a_fresh_sandbox(
         assert replayed[0].info["replayed_from"] == Step.objects.get(episode=first, index=0).pk
         done = LiveSession(episode_id=fork.pk, user=personas.annotator).submit()
     assert done.reward == 1.0 and done.forked_from_id == first.pk and done.fork_step == 1
+
+
+def test_tools_are_listed_and_a_tool_call_is_a_step_whose_errors_are_the_persons(
+    started: Episode, personas: Personas
+) -> None:
+    """The Tools panel's calls through the real sandbox: the servers' own list; a call is a recorded step
+    with its result; a tool's error or bad arguments come back as an error to the person, nothing
+    recorded; a desktop has no game clock to change."""
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        session = LiveSession(episode_id=started.pk, user=personas.annotator)
+        tools = {f"{t['server']}.{t['name']}": t for t in session.tools()}
+        assert {"files.read_file", "files.write_file", "shell.run", "records.lookup"} <= set(tools)
+        assert tools["records.lookup"]["input_schema"]["required"] == ["key"]
+        result = session.tool_call("files", "write_file", {"path": "note.txt", "content": "hello\n"})
+        assert result is not None and not result["is_error"], result
+        note_reads(started, "hello")
+        for server, tool, arguments, why in [
+            ("records", "lookup", {"key": "nobody"}, "records.json' does not exist"),
+            ("files", "read_file", {"path": "../../etc/passwd"}, "outside"),
+            ("files", "read_file", {"nope": 1}, "path"),
+            ("teleport", "go", {}, "teleport"),
+        ]:
+            with pytest.raises(DemoError, match=why):
+                session.tool_call(server, tool, arguments)
+        with pytest.raises(DemoError, match="arguments must be a JSON object"):
+            session.tool_call("files", "read_file", ["note.txt"])
+        with pytest.raises(DemoError, match="clock cannot change"):
+            session.game_clock("realtime")
+        with pytest.raises(DemoError, match="game clock must be one of step, realtime, half"):
+            session.game_clock("fast")
+        steps = list(Step.objects.filter(episode=started).order_by("index"))
+        assert [(s.action["type"], s.actor) for s in steps] == [("mcp_call", "human")]
+        assert steps[0].info["result"]["tool"] == "write_file" and steps[0].screenshot
+        episode = session.submit()
+        session.close()
+    assert episode.status == "finished" and episode.reward == 1.0, episode.check_details

@@ -184,6 +184,8 @@ def test_watchers_cannot_act_and_bad_messages_get_clear_errors(personas: Persona
         {"type": "input", "events": []},
         {"type": "input", "events": [{"kind": "warp", "t": 1}]},
         {"type": "control", "op": "steal"},
+        {"type": "tool_call", "server": "files", "arguments": {}},
+        {"type": "clock", "clock": "warp"},
     ]
     code, got = _talk(episode.pk, personas.annotator, bad)
     errors = [m["message"] for m in got[1:]]
@@ -192,6 +194,8 @@ def test_watchers_cannot_act_and_bad_messages_get_clear_errors(personas: Persona
     assert errors[2] == "input needs a list of 1 to 500 events"
     assert errors[3].startswith("bad input event: unknown event kind 'warp'")
     assert errors[4] == "control op is request, release or force"
+    assert errors[5] == "a tool call needs a server and a tool"
+    assert errors[6] == "clock is one of step, realtime, half"
 
 
 def test_a_status_published_while_the_socket_connects_is_not_lost(
