@@ -16,11 +16,13 @@ from django.core.files.storage import default_storage
 from django.test import override_settings
 
 from agent_core.suites.miniwob import task_doc
+from agent_core.tasks.spec import parse_task
 from tests.procs import celery_worker, wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_get_or_create, suite_load, task_create
 from webapp.episodes.models import Episode, Step
+from webapp.episodes.selectors import replay_steps
 from webapp.policies.models import PolicyVersion
 from webapp.rollouts.models import RolloutBatch
 from webapp.rollouts.selectors import batch_progress
@@ -41,8 +43,11 @@ SAMPLE = {
         "desktop/terminal/count-lines",
         "desktop/editor/append-line",
         "desktop/files/open-missing-report",
+        "desktop/hybrid/mcp-ticket-into-form",  # an MCP tool's result entered through the GUI
     ],
+    "games": ["games/memory"],  # scored 0..1 by the game's score (the reference player's is 1)
 }
+MCP_TASK = "desktop/hybrid/mcp-ticket-into-form"
 
 
 def until(predicate, what: str, timeout: float = 240) -> None:
@@ -130,6 +135,17 @@ def test_oracle_scores_1_and_do_nothing_0_through_celery_workers(sample_suite, p
         assert episode.final_screen_width and episode.final_screen_height
     # Episodic memory: every oracle episode left a summary the next ones of its family can recall.
     assert all("succeeded" in e.summary for e in Episode.objects.filter(batch=good))
+    # The hybrid task's tool call ran in the sandbox: its result is on the step and in the replay.
+    mcp_episode = Episode.objects.get(batch=good, task__slug=MCP_TASK)
+    calls = [s for s in mcp_episode.steps.order_by("index") if s.action["type"] == "mcp_call"]
+    assert calls and all(s.info["result"]["content"] and not s.info["result"]["is_error"] for s in calls)
+    replayed = [r for r in replay_steps(episode=mcp_episode) if r.get("result")]
+    assert [r["result"]["tool"] for r in replayed] == [s.action["tool"] for s in calls]
+    assert mcp_episode.prepared["tools"] and {t["server"] for t in mcp_episode.prepared["tools"]} == set(
+        parse_task(mcp_episode.task.spec).mcp
+    )
+    game = Episode.objects.get(batch=good, task__slug="games/memory")
+    assert game.check_details and game.check_details[0]["metric"] == "game_score", game.check_details
     _sft_export_teaches_real_thoughts(good, tmp_path)
 
 
@@ -169,6 +185,12 @@ def _sft_export_teaches_real_thoughts(batch: RolloutBatch, tmp_path: Path) -> No
     assert all(thoughts), [t for t, m in zip(said, thoughts, strict=True) if not m][:3]
     assert not [m.group(1) for m in thoughts if m and is_placeholder_thought(m.group(1))]
     assert not any("oracle step" in t for t in said)
+    # The MCP task's records: its tools in the system prompt, each tool's result before the next screen.
+    mcp = [r for r in records if r["task"] == MCP_TASK]
+    assert mcp and all("mcp_call" in r["messages"][0]["content"][0]["text"] for r in mcp)
+    user_texts = [p["text"] for m in mcp[-1]["messages"][2:] if m["role"] == "user" for p in m["content"]
+                  if p["type"] == "text"]  # fmt: skip
+    assert any(t.startswith("Tool result of ") for t in user_texts), user_texts
 
 
 def test_worker_killed_mid_episode_is_rerun_elsewhere_and_counted_once(host, personas, tmp_path):
