@@ -195,11 +195,11 @@ def test_the_whole_loop_from_the_pages(platform: str, browser: Browser, personas
     # 3. SFT of the tiny policy on that version, then its last checkpoint becomes a policy.
     sft = launch_run(
         admin, algorithm="sft", name="loop sft", policy=tiny, dataset="flywheel-sft@v1",
-        max_steps="300", batch_size="6", lr="0.003", warmup_steps="10", checkpoint_every="150",
+        max_steps="200", batch_size="6", lr="0.004", warmup_steps="10", checkpoint_every="100",
         history_images="1",
     )  # fmt: skip
     assert sft.dataset_version_id == sft_data.pk
-    assert MetricPoint.objects.filter(run=sft, name="train/loss").count() == 300
+    assert MetricPoint.objects.filter(run=sft, name="train/loss").count() == 200
     sft_policy = promote_last(admin, sft)
     assert sft_policy.config.get("observation") == "elements"  # inherited from the base policy
 
@@ -222,8 +222,8 @@ def test_the_whole_loop_from_the_pages(platform: str, browser: Browser, personas
     assert rl_policy.lineage["run_name"] == "loop grpo"
 
     # 5. Rollouts with the new policy, and with the SFT-only one for comparison.
-    after = launch_batch(researcher, suite=suite, policy=rl_policy, n=4)
-    before = launch_batch(researcher, suite=suite, policy=sft_policy, n=4)
+    after = launch_batch(researcher, suite=suite, policy=rl_policy, n=2)
+    before = launch_batch(researcher, suite=suite, policy=sft_policy, n=2)
     for batch, policy in ((after, rl_policy), (before, sft_policy)):
         episodes = Episode.objects.filter(batch=batch)
         assert {e.policy_version_id for e in episodes} == {policy.pk}
