@@ -5,9 +5,7 @@ Per game and seed 1..5: the reference player reaches the game's target (reward 1
 saying what it sees at every step; doing nothing scores 0; and a random player that presses the game's
 own keys and clicks its canvas for as many steps as the task allows stays at or below the baseline
 (reward 0). `make verify-suites` runs every game and seed; `make test` runs one game on one seed: typing,
-a game whose clock runs but which a few lost ticks cannot break (flappy can be: on a loaded machine a
-screenshot that takes over 0.25 s lets the paused page clock run while it waits, see the browser
-session's `_nudging`).
+a game whose clock runs whatever the player does.
 """
 
 from __future__ import annotations
@@ -54,7 +52,7 @@ def _arrows(r: random.Random, w: int, h: int) -> A.Action:
 
 
 RANDOM_MOVES: dict[str, Callable[[random.Random, int, int], A.Action]] = {
-    # (no clicks in flappy: see whack.STEP_MS for why a mouse action wants 500 ms of page time after it)
+    # (flappy: its keys and short waits)
     "flappy": lambda r, w, h: r.choice((A.Press(key=" "), A.Press(key="ArrowUp"), A.Wait(seconds=0.1))),
     "stacker": lambda r, w, h: A.Press(key=r.choice((*ARROWS, " "))),
     "maze": _arrows,

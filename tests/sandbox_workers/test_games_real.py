@@ -27,7 +27,7 @@ from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import Profile
 from sandbox_workers.providers.browser import BrowserProvider
 from sandbox_workers.providers.browser.provider import InvalidParams
-from tests.procs import worker_slot
+from tests.procs import wait_for, worker_slot
 from tests.sandbox_workers.conftest import reachable
 from tests.sweeps import sample
 
@@ -79,7 +79,7 @@ def test_reference_player_scores_one_and_doing_nothing_zero(env: SandboxEnv, gam
     assert outcome.reward == 0.0, describe(outcome)
 
 
-def test_page_time_moves_only_with_actions(browser: BrowserProvider) -> None:
+def test_game_time_moves_only_with_actions(browser: BrowserProvider) -> None:
     started = browser.call("game_start", {"game": "snake", "seed": 3})
     assert (started["tick_ms"], started["step_ms"], started["paused"]) == (100.0, 100.0, True)
     assert browser.call("game_state", {})["tick"] == 0
@@ -92,10 +92,36 @@ def test_page_time_moves_only_with_actions(browser: BrowserProvider) -> None:
     assert state["view"]["dir"] == [0, 1]
     browser.act(A.Wait(seconds=0.3))  # a wait: that much page time
     assert browser.call("game_state", {})["tick"] == 4
+    # A person's clock: the game runs on the page's timers (here at 4x), then stands still again (on
+    # memory, which goes on however long nobody plays).
+    assert browser.call("game_start", {"game": "memory", "seed": 3})["step_ms"] == 100.0
+    running = browser.call("game_clock", {"paused": False, "rate": 4})
+    assert (running["paused"], running["rate"], running["step_ms"]) == (False, 4, 0)
+    assert wait_for(lambda: browser.call("game_state", {})["tick"] >= 8, 10, interval=0.05)
+    assert browser.call("game_clock", {"paused": True})["step_ms"] == 100.0
+    held = browser.call("game_state", {})["tick"]
+    time.sleep(0.4)
+    assert browser.call("game_state", {})["tick"] == held
+    browser.act(A.Wait(seconds=0.25))  # 2 ticks, and 50 ms carried to the next action
+    browser.act(A.Wait(seconds=0.05))
+    assert browser.call("game_state", {})["tick"] == held + 3
     # A page opened afterwards is no game: no quantum, and game_state says so.
     browser.call("goto", {"url": "about:blank"})
     with pytest.raises(InvalidParams, match="no game"):
         browser.call("game_state", {})
+
+
+def test_screens_after_many_clicks_cost_the_game_no_time(browser: BrowserProvider) -> None:
+    """Looking is free however many clicks came before: the game is stepped, the page's clock runs (a
+    paused page clock made each capture after a click slower, then time out, and ran the game while
+    it waited)."""
+    started = browser.call("game_start", {"game": "memory", "seed": 5})
+    ticks_per_action = round(started["step_ms"] / started["tick_ms"])
+    for i in range(16):
+        browser.act(A.Click(x=40 + 20 * (i % 8), y=60 + 40 * (i // 8)))
+        browser.observe()
+        browser.observe()
+        assert browser.call("game_state", {})["tick"] == (i + 1) * ticks_per_action
 
 
 def test_hidden_state_stays_out_of_the_page(browser: BrowserProvider) -> None:
@@ -134,6 +160,7 @@ def test_a_recorded_game_replays_the_same_at_eight_times_speed(browser: BrowserP
         ({"game": "chess"}, "unknown game"),
         ({"game": "snake", "seed": "7"}, "seed"),
         ({"game": "snake", "paused": "yes"}, "paused"),
+        ({"game": "snake", "rate": 0}, "rate"),
         ({"game": "snake", "step_ms": -5}, "step_ms"),
         ({"game": "snake", "rate": 0}, "rate"),
         ({"game": "snake", "replay": [[0, "key"]]}, r"replay\[0\]"),

@@ -36,11 +36,11 @@ from webapp.sandboxes.control import control_held_by
 
 log = logging.getLogger(__name__)
 GAME_CLOCKS: dict[str, dict[str, Any]] = {
-    "step": {"mode": "pause"},  # page time stands still between inputs; each costs the game one step
-    "realtime": {"mode": "accelerate", "rate": 1.0},
-    "half": {"mode": "accelerate", "rate": 0.5},  # slowed for a person
+    "step": {"paused": True},  # the game stands still between inputs; each costs it one step
+    "realtime": {"paused": False, "rate": 1.0},
+    "half": {"paused": False, "rate": 0.5},  # slowed for a person
 }
-"""A game's clock while a person plays (the browser sandbox's virtual_time operation)."""
+"""A game's clock while a person plays (the browser sandbox's game_clock operation)."""
 
 
 @dataclass
@@ -322,7 +322,7 @@ class LiveSession:
             raise DemoError(f"game clock must be one of {', '.join(GAME_CLOCKS)}")
         self.flush()
         try:
-            self.env.call("virtual_time", **params)
+            self.env.call("game_clock", **params)
         except SandboxError as exc:
             raise DemoError(f"this sandbox's clock cannot change: {exc}") from None
         self.clock = choice

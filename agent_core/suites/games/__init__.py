@@ -8,8 +8,9 @@ is 0: `normalise(score) = clip((score - baseline) / (target - baseline), 0, 1)`.
 The pages live in html/ (one game.html, the runtime every game uses, a <name>.js per game), bound
 read-only into the browser sandbox; the sandbox's game_start/game_state operations start a game and
 read its privileged state (the browser provider's games module). Each game's Python module
-beside this one gives `INFO = GameInfo(...)` and registers the reference player. Episodes run on a
-paused page clock: every action costs the game `step_ms` of game time, however long the policy thinks.
+beside this one gives `INFO = GameInfo(...)` and registers the reference player. Episodes run stepped:
+every action costs the game `step_ms` of game time (a wait its seconds), however long the policy thinks,
+and looking at the screen costs none.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class GameInfo:
     """A raw score at or above what doing nothing and a random player get: normalised 0."""
     max_steps: int
     step_ms: float
-    """Game time one agent step takes (the page clock is paused between actions)."""
+    """Game time one agent step takes (the game stands still between actions)."""
     tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -17,8 +17,7 @@ from agent_core.suites.games import GameInfo
 from agent_core.tasks.oracles import OracleContext, register_oracle, said
 
 STEP_MS = 500.0
-"""Game time an action takes: 500 ms, as page time must run that long after a mouse action for the
-browser sandbox's next screenshot to come at once (less, and every capture waits longer than the last)."""
+"""Game time an action takes: 500 ms (five ticks; the game's pace and its baseline were set with it)."""
 INFO = GameInfo(
     name="cards",
     title="Elevens",

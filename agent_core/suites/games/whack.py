@@ -15,8 +15,7 @@ from agent_core.tasks.oracles import OracleContext, register_oracle, said
 
 TICK_MS = 100.0
 STEP_MS = 500.0
-"""Game time an action takes: 500 ms, as page time must run that long after a mouse action for the
-browser sandbox's next screenshot to come at once (less, and every capture waits longer than the last)."""
+"""Game time an action takes: 500 ms (five ticks; a mole stays up for a few actions, not one)."""
 INFO = GameInfo(
     name="whack",
     title="Whack-a-mole",

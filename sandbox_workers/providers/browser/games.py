@@ -4,12 +4,16 @@ The games (agent_core/suites/games/html: one page, game.html?game=<name>&seed=<n
 game uses) are bound read-only at /opt/games in a confined sandbox. A game's logic runs on page timers,
 so the page's CDP virtual clock is its clock:
 
-- paused (the default): page time stands still between actions, and after every GUI action (not a
-  wait) it advances `step_ms` (the game's tick unless told otherwise), so a policy that thinks for a
-  minute costs no game time and every action costs the same; a `wait(seconds)` advances that much.
-  The quantum holds until the page changes (goto, reset, miniwob_start, restore, another game_start).
-- paused=false: page time runs at `rate` × the wall clock (1: true real time on a fresh page; 0.5:
-  slowed for a person demonstrating; 8: a recorded game replayed fast).
+- paused (the default): the game is stepped: its ticks run only when the provider says, `step_ms` of
+  game time (the game's tick unless told otherwise) after every GUI action, so a policy that thinks
+  for a minute costs no game time and every action costs the same; a `wait(seconds)` costs that much
+  game time (and no wall time). The page itself keeps its ordinary clock: rendering, input and
+  screenshots never wait on a paused page clock, and taking one never moves the game. The quantum
+  holds until the page changes (goto, reset, miniwob_start, restore, another game_start).
+- paused=false: the game ticks on page timers, and page time runs at `rate` × the wall clock (1: true
+  real time on a fresh page; 0.5: slowed for a person demonstrating; 8: a recorded game replayed
+  fast, on the CDP virtual clock).
+- game_clock {paused, rate?} switches a started game between the two (a person demonstrating).
 
 game_state is privileged (checkers and reference players read it through `call`, which no agent action
 reaches): the score, whether the game is over, the tick, the game's own view (board, hidden things)
@@ -41,6 +45,8 @@ MAX_REPLAY = 100_000
 _STATE_JS = "() => (window.FlywheelGame ? window.FlywheelGame._state() : null)"
 _INFO_JS = "() => (window.FlywheelGame ? window.FlywheelGame._info() : null)"
 _START_JS = "(opts) => window.FlywheelGame._start(opts)"
+_ADVANCE_JS = "(n) => window.FlywheelGame._advance(n)"
+_CLOCK_JS = "(opts) => window.FlywheelGame._clock(opts)"
 
 
 class GameParamsError(SandboxError, ValueError):
@@ -67,14 +73,31 @@ def game_names() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.js") if _NAME.match(p.stem) and p.stem not in NOT_GAMES)
 
 
-@dataclass(frozen=True)
+@dataclass
 class GameRun:
     """The game this sandbox's page is playing, as game_start started it."""
 
     game: str
     seed: int
-    step_ms: float
-    """Page time each GUI action advances on the paused clock (0: none, the clock runs by itself)."""
+    tick_ms: float
+    quantum_ms: float
+    """Game time each GUI action costs while the game is stepped."""
+    stepped: bool
+    """Whether ticks run only on actions (paused), else on the page's timers."""
+    carry_ms: float = 0.0
+    """Game time owed but less than a tick (a wait of 0.25 s on 100 ms ticks leaves 50 ms)."""
+
+    @property
+    def step_ms(self) -> float:
+        """Game time a GUI action costs now (0: none, the game runs by itself)."""
+        return self.quantum_ms if self.stepped else 0.0
+
+    def ticks_for(self, ms: float) -> int:
+        """Whole ticks `ms` more of game time makes (the rest is carried to the next)."""
+        total = self.carry_ms + ms
+        ticks = int(total // self.tick_ms)
+        self.carry_ms = total - ticks * self.tick_ms
+        return ticks
 
 
 def _number(params: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
@@ -112,7 +135,7 @@ def _replay(value: Any) -> list[list[Any]] | None:
 
 
 class GameCalls(BrowserSession):
-    """The game_* operations and the per-action clock quantum (mixed into BrowserProvider)."""
+    """The game_* operations and the per-action game quantum (mixed into BrowserProvider)."""
 
     if TYPE_CHECKING:
 
@@ -165,12 +188,10 @@ class GameCalls(BrowserSession):
                 raise EnvError(f"game {game} did not load: {why}")
             clock = self._clock
             assert clock is not None
-            if paused:
-                await clock.pause()  # before the loop starts: no game time passes on its own
-            elif rate != 1.0:
+            if not paused and rate != 1.0:
                 await clock.accelerate(rate)
             try:
-                await self.page.evaluate(_START_JS, {"replay": replay, "stop_at": stop_at})
+                await self.page.evaluate(_START_JS, {"replay": replay, "stop_at": stop_at, "stepped": paused})
             except PlaywrightError as exc:
                 first = (exc.message or str(exc)).strip().splitlines()[0][:300]
                 if "replay" in first:
@@ -180,8 +201,10 @@ class GameCalls(BrowserSession):
 
         info = self._run(go, timeout=NAV_TIMEOUT_MS / 1000 + 10, what="game_start")
         tick_ms = float(info["tick_ms"])
-        quantum = (step_ms if step_ms is not None else tick_ms) if paused else 0.0
-        self._game = GameRun(game=game, seed=seed, step_ms=quantum)
+        quantum = step_ms if step_ms is not None else tick_ms
+        run = GameRun(game=game, seed=seed, tick_ms=tick_ms, quantum_ms=quantum, stepped=paused)
+        self._game = run
+        quantum = run.step_ms
         return {
             "game": game,
             "seed": seed,
@@ -214,13 +237,47 @@ class GameCalls(BrowserSession):
                     "inputs": [], "reason": f"the page left the game: now at {self.page.url}"}  # fmt: skip
         return state
 
+    def _call_game_clock(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Switch the running game between stepped (paused=true: time per action) and running on the page
+        clock at `rate` (a person playing in real time, or slowed)."""
+        run = self._game
+        if run is None:
+            raise GameParamsError("game_clock: no game is running here (call game_start first)")
+        paused = params.get("paused", True)
+        if not isinstance(paused, bool):
+            raise GameParamsError("game_clock: paused must be true or false")
+        rate = _number(params, "rate", 1.0, 0, 100)
+
+        async def go() -> Any:
+            clock = self._clock
+            assert clock is not None
+            if paused:
+                await self.page.evaluate(_CLOCK_JS, {"stepped": True})
+                await clock.realtime()
+            else:
+                if rate != 1.0:
+                    await clock.accelerate(rate)
+                else:
+                    await clock.realtime()
+                await self.page.evaluate(_CLOCK_JS, {"stepped": False})
+
+        self._run(go, what="game_clock")
+        run.stepped, run.carry_ms = paused, 0.0
+        return {"game": run.game, "paused": paused, "rate": None if paused else rate, "step_ms": run.step_ms}
+
+    def _game_stepped(self) -> bool:
+        """Whether the page plays a stepped game (its actions cost game time, not page time)."""
+        return self._game is not None and self._game.stepped
+
     async def _game_quantum(self, action: A.Action) -> None:
-        """After a GUI action on a paused game, page time advances the run's step (a wait already did)."""
-        run, clock = self._game, self._clock
-        if run is None or not run.step_ms or isinstance(action, A.Wait) or clock is None:
+        """After an action on a stepped game, its ticks for the run's step (a wait: for the wait)."""
+        run = self._game
+        if run is None or not run.stepped:
             return
-        if clock.mode == "paused":
-            await clock.advance(run.step_ms, timeout=10.0)
+        ms = float(action.seconds) * 1000 if isinstance(action, A.Wait) else run.quantum_ms
+        ticks = run.ticks_for(ms)
+        if ticks:
+            await self.page.evaluate(_ADVANCE_JS, ticks)
 
     def _game_clear(self) -> None:
         """The page is changing: no game runs on it any more."""

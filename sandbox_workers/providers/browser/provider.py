@@ -29,8 +29,8 @@ coroutine and waits with a short timeout, and a closed pipe or a dead process is
 - miniwob_tasks {} → {tasks: [names]}.
 - game_start {game, seed?, paused?=true, step_ms?, rate?, replay?, stop_at?} → {game, seed, url, width,
   height, tick_ms, step_ms, paused, rate}; game_state {} → {game, seed, score, over, tick, view, inputs}
-  (privileged); game_names {} → {games}: the games suite, see `games` (on a paused game every GUI
-  action advances page time by step_ms).
+  (privileged); game_names {} → {games}; game_clock {paused, rate?}: the games suite, see `games` (a
+  paused game is stepped: every action costs it step_ms of game time, a wait its seconds).
 
 observe() gives the viewport (CDP Page.captureScreenshot) and info {url, title, and on MiniWoB pages
 utterance, done, reward, raw_reward, success}; with a11y=True also Playwright's aria snapshot (text)
@@ -98,7 +98,7 @@ class BrowserProvider(GameCalls):
     supports_snapshot: ClassVar[bool] = True
     extensions: ClassVar[frozenset[str]] = frozenset(
         {"goto", "miniwob_start", "miniwob_reward", "virtual_time", "dom", "miniwob_tasks"}
-        | {"game_start", "game_state", "game_names"}
+        | {"game_start", "game_state", "game_names", "game_clock"}
     )
 
     # --- stepping ---------------------------------------------------------------------------------
@@ -169,7 +169,9 @@ class BrowserProvider(GameCalls):
             timeout += OP_TIMEOUT
 
         async def go() -> None:
-            if isinstance(action, A.Wait):  # a wait runs the clock itself
+            if isinstance(action, A.Wait) and self._game_stepped():  # game time only: its ticks, now
+                await self._game_quantum(action)
+            elif isinstance(action, A.Wait):  # a wait runs the clock itself
                 await perform_action(self.page, action, keys, self._clock)
             else:
                 await self._nudging(perform_action(self.page, action, keys, self._clock), timeout, pace=True)
@@ -232,6 +234,7 @@ class BrowserProvider(GameCalls):
             "game_start": self._call_game_start,
             "game_state": self._call_game_state,
             "game_names": self._call_game_names,
+            "game_clock": self._call_game_clock,
         }
         handler = handlers.get(method)
         if handler is None:

@@ -5,9 +5,12 @@
    and optionally turnBased: true (inputs apply at once instead of at the next tick boundary).
 
    Why it is shaped this way:
-   - Game time is page time: one tick per tickMs, chained setTimeouts, so the browser sandbox's CDP
-     virtual clock drives it (paused = frozen, accelerated = faster). Nothing here reads Date,
-     performance.now, requestAnimationFrame or Math.random for game logic.
+   - Game time is ticks. Running, a tick comes every tickMs of page time (chained setTimeouts), so the
+     browser sandbox's CDP virtual clock drives it (accelerated = faster, half rate = slowed for a
+     person). Stepped (_start({stepped: true}), or _clock), ticks run only when the provider calls
+     _advance(n): an agent's action costs the game a fixed number of ticks however long it thinks,
+     while the page itself (rendering, input, screenshots) runs on its ordinary clock. Nothing here
+     reads Date, performance.now, requestAnimationFrame or Math.random for game logic.
    - Determinism: the outcome is a function of the seed and the (tick, input) sequence. Inputs are
      queued and applied at the next tick boundary (before that tick runs), each logged with the number
      of ticks done when it applied; a replay feeds the same log back and gets the same game, at any
@@ -15,8 +18,8 @@
    - Privileged state (the view, the input log) is reachable only through FlywheelGame._state(), which
      the sandbox provider calls; nothing of it is ever written into the DOM (the agent may read the
      page's HTML). The canvas and the score line are what a player sees.
-   - The loop does not run until the provider calls FlywheelGame._start(opts) (after it has paused the
-     page clock), so no game time passes while the page loads. ?autostart=1 starts at once (a person
+   - The loop does not run until the provider calls FlywheelGame._start(opts), so no game time passes
+     while the page loads. ?autostart=1 starts at once (a person
      opening the page by hand).
 
    g (what a game's functions get): g.s (the game's own state), g.score, g.over, g.tick (ticks done),
@@ -65,6 +68,7 @@
   let replay = null; // [[tick, kind, payload], ...] sorted by tick, or null
   let replayAt = 0;
   let stopAt = null; // a replay stops after this many ticks (to compare with the game it recorded)
+  let stepped = false; // ticks run only when the provider asks (_advance), not on page timers
   let error = "";
 
   function fail(message) {
@@ -123,9 +127,8 @@
     }
   }
 
-  function step() {
-    timer = null;
-    if (g.over) return;
+  // One tick boundary: the inputs due, then the tick; whether the game goes on ticking after it.
+  function runTick() {
     if (replay) {
       while (replayAt < replay.length && replay[replayAt][0] <= g.tick) {
         const [, kind, payload] = replay[replayAt++];
@@ -144,7 +147,13 @@
     render();
     // A replay stopped at stop_at still applies the inputs recorded at that tick (one more boundary).
     const more = stopAt === null || g.tick < stopAt || (replay && replayAt < replay.length && running);
-    if (!g.over && more) timer = setTimeout(step, def.tickMs);
+    return !g.over && Boolean(more);
+  }
+
+  function step() {
+    timer = null;
+    if (g.over || stepped) return;
+    if (runTick()) timer = setTimeout(step, def.tickMs);
   }
 
   function checkReplay(list) {
@@ -232,9 +241,37 @@
       if (started) throw new Error("the game has already started");
       replay = opts && opts.replay ? checkReplay(opts.replay) : null;
       stopAt = opts && Number.isInteger(opts.stop_at) ? opts.stop_at : null;
+      stepped = Boolean(opts && opts.stepped);
       started = true;
-      timer = setTimeout(step, def.tickMs);
+      if (!stepped) timer = setTimeout(step, def.tickMs);
       return api._info();
+    },
+
+    /** PRIVILEGED: on a stepped game, run `n` ticks now (fewer if it ends); how many ran. */
+    _advance(n) {
+      if (!started) throw new Error("the game has not started");
+      if (!stepped) throw new Error("the game runs on the page clock, not stepped");
+      let done = 0;
+      while (done < n && !g.over) {
+        done += 1;
+        if (!runTick()) break;
+      }
+      return done;
+    },
+
+    /** PRIVILEGED: stepped (ticks only through _advance) or running on the page's timers. */
+    _clock(opts) {
+      if (!started) throw new Error("the game has not started");
+      const want = Boolean(opts && opts.stepped);
+      if (want === stepped) return { stepped: stepped };
+      stepped = want;
+      if (stepped && timer !== null) {
+        clearTimeout(timer);
+        timer = null;
+      } else if (!stepped && timer === null && !g.over) {
+        timer = setTimeout(step, def.tickMs);
+      }
+      return { stepped: stepped };
     },
 
     /** PRIVILEGED: what the game is (no state). */
