@@ -9,6 +9,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Avg, Count, Q, QuerySet
 
 from agent_core.memory import EpisodeSummary
+from webapp.catalog.models import Task
+from webapp.catalog.selectors import task_game
 from webapp.episodes.models import Episode
 from webapp.rollouts.models import RolloutBatch
 
@@ -62,7 +64,8 @@ def batch_progress(*, batch: RolloutBatch) -> BatchProgress:
 
 
 def batch_task_table(*, batch: RolloutBatch) -> list[dict[str, Any]]:
-    """Per task: episodes finished, successes, mean reward, env errors, mean steps."""
+    """Per task: episodes finished, successes, mean reward, env errors, mean steps; for a game, its
+    mean raw score (`raw_score`, else None)."""
     rows = (
         Episode.objects.filter(batch=batch)
         .values("task_id", "task__slug", "task__title")
@@ -76,7 +79,24 @@ def batch_task_table(*, batch: RolloutBatch) -> list[dict[str, Any]]:
         )
         .order_by("task__slug")
     )
-    return [{**r, "success_rate": (r["successes"] / r["finished"]) if r["finished"] else None} for r in rows]
+    out = [{**r, "success_rate": (r["successes"] / r["finished"]) if r["finished"] else None} for r in rows]
+    raw = _game_raw_scores(batch, [r["task_id"] for r in out])
+    return [{**r, "raw_score": raw.get(r["task_id"])} for r in out]
+
+
+def _game_raw_scores(batch: RolloutBatch, task_ids: list[int]) -> dict[int, float]:
+    """Per game task of the batch (games suite): the mean raw game score of its finished episodes, beside
+    the normalised reward (the checker's game_score check keeps the raw score as its artifact)."""
+    games = [t.pk for t in Task.objects.filter(pk__in=task_ids).only("pk", "spec") if task_game(task=t)]
+    scores: dict[int, list[float]] = {}
+    finished = Episode.objects.filter(batch=batch, task_id__in=games, status=Episode.Status.FINISHED)
+    for task_id, details in finished.values_list("task_id", "check_details"):
+        for check in details if isinstance(details, list) else ():
+            raw = check.get("artifact") if isinstance(check, dict) else None
+            number = isinstance(raw, int | float) and not isinstance(raw, bool)
+            if number and check.get("metric") == "game_score":
+                scores.setdefault(task_id, []).append(float(raw))
+    return {task_id: sum(v) / len(v) for task_id, v in scores.items()}
 
 
 def episode_memory(

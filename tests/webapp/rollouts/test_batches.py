@@ -198,3 +198,26 @@ def test_no_free_sandbox_gives_the_episode_back_instead_of_failing_it(
     episode.refresh_from_db()
     assert episode.status == "pending" and not episode.env_error and episode.queued_at is not None
     assert enqueued.later == [(episode.pk,)]
+
+
+def test_a_games_row_shows_its_mean_raw_score_beside_the_reward(oracle_policy, personas, enqueued):
+    """A game's reward is its score normalised; the batch's table gives the raw score beside it."""
+    from agent_core.suites import games
+    from webapp.catalog.models import Task
+
+    doc = games.task_doc("snake")
+    game = make_task(slug=doc["id"], title=doc["title"], platform="browser", spec=doc)
+    other = make_task(slug="miniwob/click-button", title="Click")
+    suite = suite_get_or_create(slug="mixed", name="Mixed")
+    suite.tasks.add(game, other)
+    Task.objects.filter(pk__in=[game.pk, other.pk]).update(is_published=True)
+    batch = batch_create(suite=suite, policy_version=oracle_policy, episodes_per_task=2, concurrency=4,
+                         created_by=personas.researcher)  # fmt: skip
+    for n, episode in enumerate(Episode.objects.filter(batch=batch, task=game).order_by("pk")):
+        details = [{"check": "game", "metric": "game_score", "score": 1.0, "artifact": 10 + 2 * n}]
+        Episode.objects.filter(pk=episode.pk).update(
+            status="finished", reward=1.0, check_details=details, finished_at=timezone.now()
+        )
+    rows = {r["task__slug"]: r for r in batch_task_table(batch=batch)}
+    assert rows["games/snake"]["raw_score"] == 11.0
+    assert rows["miniwob/click-button"]["raw_score"] is None
