@@ -37,7 +37,12 @@ from typing import Any
 
 from agent_core.policies.base import Policy, PolicyError, PolicyInput, PolicyOutput, register_policy
 from agent_core.training.checkpoints import AdapterError, adapter_base
-from agent_core.training.sampling import check_sampling, sampling_logprobs
+from agent_core.training.sampling import (
+    check_sampling,
+    placeholder_ids,
+    sampling_logprobs,
+    without_placeholders,
+)
 
 PLAIN_TEMPLATE = "{role}: {content}\n\n"
 """Used when the tokenizer has no chat template: each message as `Role: text` and a blank line, then
@@ -309,12 +314,16 @@ class LocalPolicy(Policy):
         try:
             enc = self._encode(inp).to(self.device)
             prompt_len = int(enc["input_ids"].shape[1])
-            draw = _Draw(self._generator, self.temperature, self.top_p) if self.temperature > 0 else None
+            banned = placeholder_ids(self._model)  # a vision model's image placeholders: never said
+            draw = None
+            if self.temperature > 0:
+                draw = _Draw(self._generator, self.temperature, self.top_p, banned)
             # Greedy over the draw's one-hot scores takes the drawn token; generate's own sampling
             # (the global RNG, its own warpers) never runs.
             sampling: dict[str, Any] = {"do_sample": False}
-            if draw is not None:
-                processors = _lazy("transformers").LogitsProcessorList([draw])
+            step = draw if draw is not None else (_Ban(banned) if banned else None)
+            if step is not None:
+                processors = _lazy("transformers").LogitsProcessorList([step])
                 sampling.update(logits_processor=processors, repetition_penalty=1.0)
             pad = self._tokenizer.pad_token_id
             with self._lock, torch.no_grad():
@@ -332,8 +341,8 @@ class LocalPolicy(Policy):
                 logprobs = tuple(draw.logprobs[: len(token_ids)])
             else:  # greedy: the raw distribution's (vLLM's too)
                 logprobs = tuple(
-                    float(torch.log_softmax(step[0].float(), dim=-1)[tok])
-                    for step, tok in zip(out.logits, token_ids, strict=True)
+                    float(torch.log_softmax(without_placeholders(raw[0].float(), banned), dim=-1)[tok])
+                    for raw, tok in zip(out.logits, token_ids, strict=True)
                 )
             text = self._tokenizer.decode(list(token_ids), skip_special_tokens=True)
             prompt_ids = tuple(int(t) for t in enc["input_ids"][0].tolist())
@@ -373,18 +382,32 @@ class _Draw:
     """A logits processor that draws the next token itself, from the sampling distribution and with
     the policy's generator, records its log-probability there, and leaves only that token possible."""
 
-    def __init__(self, generator: Any, temperature: float, top_p: float) -> None:
+    def __init__(
+        self, generator: Any, temperature: float, top_p: float, banned: tuple[int, ...] = ()
+    ) -> None:
         self.generator = generator
         self.temperature = temperature
         self.top_p = top_p
+        self.banned = banned
         self.logprobs: list[float] = []
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         torch = _lazy("torch")
+        scores = without_placeholders(scores, self.banned)
         logp, _ = sampling_logprobs(scores, temperature=self.temperature, top_p=self.top_p)
         token = torch.multinomial(logp.exp(), 1, generator=self.generator)  # [batch, 1]
         self.logprobs.append(float(logp[0, token[0, 0]]))
         return torch.full_like(scores, float("-inf")).scatter_(-1, token, 0.0)
+
+
+class _Ban:
+    """A logits processor that makes the `banned` tokens impossible (greedy decoding's)."""
+
+    def __init__(self, banned: tuple[int, ...]) -> None:
+        self.banned = banned
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        return without_placeholders(scores, self.banned)
 
 
 def _eos_ids(model: Any) -> set[int]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_core.training.errors import lazy
-from agent_core.training.sampling import entropy_of, sampling_logprobs
+from agent_core.training.sampling import entropy_of, placeholder_ids, sampling_logprobs, without_placeholders
 
 
 @dataclass
@@ -139,7 +139,12 @@ def _takes_logits_to_keep(model: Any) -> bool:
 
 
 def _selected_logits(model: Any, ids: Any, attn: Any, select: Any, images: Mapping[str, Any]) -> Any:
-    """The logits [N,V] (the model's dtype) at the True positions of `select` [B,T-1], row by row."""
+    """The logits [N,V] (the model's dtype) at the True positions of `select` [B,T-1], row by row, with a
+    vision model's image placeholders impossible (the policy never samples them)."""
+    return without_placeholders(_model_logits(model, ids, attn, select, images), placeholder_ids(model))
+
+
+def _model_logits(model: Any, ids: Any, attn: Any, select: Any, images: Mapping[str, Any]) -> Any:
     torch = lazy("torch")
     if _takes_logits_to_keep(model):
         # The last position predicts nothing: it is never kept.

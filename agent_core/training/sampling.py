@@ -11,6 +11,7 @@ the policy that acted. At temperature 1 and top_p 1 it is the raw model distribu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from agent_core.training.errors import lazy
@@ -61,3 +62,32 @@ def entropy_of(logp: Any) -> Any:
     torch = lazy("torch")
     p = logp.exp()
     return -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(dim=-1)
+
+
+_PLACEHOLDERS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index")
+
+
+def placeholder_ids(model: Any) -> tuple[int, ...]:
+    """The token ids a vision-language model uses as image (and video) placeholders in its prompt.
+
+    They are never text the policy may say: sampled into a response, the re-scoring forward pass counts
+    them as images that have no features (transformers refuses it). The local policy never samples
+    them and the trainer scores the same distribution without them (`without_placeholders`)."""
+    inner = getattr(model, "module", model)  # under DDP
+    config = getattr(inner, "config", None)
+    return placeholder_ids_in({name: getattr(config, name, None) for name in _PLACEHOLDERS})
+
+
+def placeholder_ids_in(config: Mapping[str, Any]) -> tuple[int, ...]:
+    """The placeholder token ids a model's config (its config.json, as a dict) names."""
+    found = {config.get(name) for name in _PLACEHOLDERS}
+    return tuple(sorted(i for i in found if isinstance(i, int) and not isinstance(i, bool) and i >= 0))
+
+
+def without_placeholders(logits: Any, ids: tuple[int, ...]) -> Any:
+    """`logits` [..., V] with the placeholder tokens `ids` impossible (-inf); unchanged without any."""
+    if not ids:
+        return logits
+    torch = lazy("torch")
+    index = torch.tensor([i for i in ids if i < logits.shape[-1]], dtype=torch.long, device=logits.device)
+    return logits.index_fill(-1, index, float("-inf")) if index.numel() else logits

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +14,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agent_core.training.sampling import placeholder_ids_in
 from webapp.policies.models import PolicyServer, PolicyVersion
 from webapp.policies.selectors import adapters_wanted
 
@@ -32,6 +35,15 @@ def free_policy_name(base: str) -> str:
     return name
 
 
+def _model_config(model_dir: Path) -> dict[str, Any]:
+    """A model directory's config.json ({} if it has none or it is not JSON)."""
+    try:
+        data = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def served_twin_create(*, local: PolicyVersion, served_name: str | None = None) -> PolicyVersion:
     """`<name>-served`: a local policy's full weights on the platform's policy servers, under the model id
     `served_name` (default: the local policy's name), answering from the prompt the local policy renders
@@ -44,6 +56,10 @@ def served_twin_create(*, local: PolicyVersion, served_name: str | None = None) 
     config = {**(local.config or {}), "extra_body": {"return_token_ids": True}}
     if not vision:
         config["text_only"] = True
+    else:  # the server never samples an image placeholder either (the local policy does not)
+        banned = placeholder_ids_in(_model_config(local.model_dir()))  # type: ignore[arg-type]
+        if banned:
+            config["extra_body"]["logit_bias"] = {str(i): -100 for i in banned}
     path = local.checkpoint.path if local.checkpoint is not None else local.model_name
     twin, _ = PolicyVersion.objects.update_or_create(
         name=f"{local.name}-served"[:100],

@@ -111,6 +111,30 @@ def test_the_trainer_scores_a_sampled_vlm_response_as_the_sampler_did(vlm: Path)
     assert max(abs(a - b) for a, b in zip(scored("blue"), out.logprobs, strict=True)) > 1e-3
 
 
+def test_the_policy_never_says_an_image_placeholder_and_the_trainer_scores_what_it_said(vlm: Path) -> None:
+    """A response holding the image placeholder token cannot be re-scored (the forward pass counts it as
+    an image without features): a random tiny model drew it now and then. With the model pushed to say
+    it above everything else, the policy still never does, and the trainer scores the same distribution."""
+    import torch
+
+    from agent_core.training.sampling import placeholder_ids
+
+    policy = LocalPolicy(model_path=vlm, temperature=1.0, seed=5, max_new_tokens=12)
+    policy.load()
+    model = policy._model
+    (image_id,) = placeholder_ids(model)
+    head = model.get_output_embeddings()
+    with torch.no_grad():  # the placeholder's row of the output head points along every hidden state
+        head.weight[image_id] = head.weight.abs().max() * 50 * torch.sign(head.weight.mean(dim=0))
+    out = policy.act(policy_input("red"))
+    assert image_id not in out.token_ids and len(out.token_ids) == 12
+    ids = torch.tensor([list(out.prompt_token_ids) + list(out.token_ids)])
+    codec, _ = load_policy_model(vlm, device="cpu")
+    with torch.no_grad():
+        lp, _ = token_logprobs(model, ids, torch.ones_like(ids), images=codec.images(messages("red")))
+    assert lp[0, -12:].tolist() == pytest.approx(list(out.logprobs), abs=1e-4)
+
+
 class ColourSource:
     """One-turn episodes on the red screen: the taught red answer succeeds, the blue one fails.
 
