@@ -75,26 +75,9 @@ PROBE_OPS = {
     "windows": set(),
 }
 PARAM_KINDS = ("choice", "int", "word", "sample", "value")
-TOP_LEVEL = {
-    "format",
-    "id",
-    "title",
-    "instruction",
-    "platform",
-    "profile",
-    "family",
-    "params",
-    "setup",
-    "limits",
-    "checker",
-    "infeasible",
-    "oracle",
-    "tags",
-    "version",
-    "description",
-    "origin",
-    "mcp",
-}
+TOP_LEVEL = {"format", "id", "title", "instruction", "platform", "profile", "family", "params", "setup",
+             "limits", "checker", "infeasible", "oracle", "tags", "version", "description", "origin",
+             "mcp"}  # fmt: skip
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*$")
 MAX_STEPS_CAP = 500
 MAX_SECONDS_CAP = 24 * 3600
@@ -257,14 +240,7 @@ def parse_task(doc: Any) -> TaskSpec:
     platform = _str(d, "platform")
     if platform not in PLATFORMS:
         raise TaskSpecError(f"platform: {platform!r} is not one of {', '.join(PLATFORMS)}")
-    limits_doc = _mapping(d.get("limits", {}), "limits")
-    if set(limits_doc) - {"max_steps", "max_seconds"}:
-        extra = ", ".join(sorted(map(str, set(limits_doc) - {"max_steps", "max_seconds"})))
-        raise TaskSpecError(f"limits: unknown field(s) {extra}; valid: max_seconds, max_steps")
-    limits = Limits(
-        max_steps=_int_in(limits_doc, "max_steps", 15, 1, MAX_STEPS_CAP, "limits."),
-        max_seconds=_int_in(limits_doc, "max_seconds", 300, 1, MAX_SECONDS_CAP, "limits."),
-    )
+    limits = _limits(_mapping(d.get("limits", {}), "limits"))
     params = tuple(_param(name, spec) for name, spec in _mapping(d.get("params", {}), "params").items())
     setup = tuple(_setup_step(i, s) for i, s in enumerate(_list(d.get("setup", []), "setup")))
     saved = {s.save_as for s in setup if s.save_as}
@@ -279,14 +255,7 @@ def parse_task(doc: Any) -> TaskSpec:
         checker = Checker(checks=())
     else:
         checker = _checker(checker_doc, infeasible=infeasible)
-    saved |= {s.save_as for s in checker.before if s.save_as}
-    for i, check in enumerate(checker.checks):
-        for probe in (check.probe, check.expected_probe):
-            if probe is not None and probe.op == "saved" and probe.args["key"] not in saved:
-                raise TaskSpecError(
-                    f"checker.checks[{i}] (saved): {probe.args['key']!r} names no setup or checker.before"
-                    " step's save_as"
-                )
+    _check_saved(checker, saved | {s.save_as for s in checker.before if s.save_as})
     _mapping(d.get("origin", {}), "origin")
     tags = _list(d.get("tags", []), "tags")
     if not all(isinstance(t, str) for t in tags):
@@ -295,8 +264,7 @@ def parse_task(doc: Any) -> TaskSpec:
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise TaskSpecError("version: must be a positive integer")
     mcp = _list(d.get("mcp", []), "mcp")
-    names = [s for s in mcp if isinstance(s, str) and re.fullmatch(r"[a-z][a-z0-9_-]*", s)]
-    if len(names) < len(mcp) or len(set(names)) < len(names):
+    if len({s for s in mcp if isinstance(s, str) and re.fullmatch(r"[a-z][a-z0-9_-]*", s)}) < len(mcp):
         raise TaskSpecError("mcp: must be a list of distinct MCP server names (e.g. [files, records])")
     spec = TaskSpec(
         id=task_id,
@@ -319,6 +287,24 @@ def parse_task(doc: Any) -> TaskSpec:
     )
     _check_templates(spec)
     return spec
+
+
+def _limits(doc: Mapping[str, Any]) -> Limits:
+    if set(doc) - {"max_steps", "max_seconds"}:
+        extra = ", ".join(sorted(map(str, set(doc) - {"max_steps", "max_seconds"})))
+        raise TaskSpecError(f"limits: unknown field(s) {extra}; valid: max_seconds, max_steps")
+    return Limits(max_steps=_int_in(doc, "max_steps", 15, 1, MAX_STEPS_CAP, "limits."),
+                  max_seconds=_int_in(doc, "max_seconds", 300, 1, MAX_SECONDS_CAP, "limits."))  # fmt: skip
+
+
+def _check_saved(checker: Checker, saved: set[str]) -> None:
+    """TaskSpecError where a `saved` probe names no setup or checker.before step's save_as."""
+    for i, check in enumerate(checker.checks):
+        for probe in (check.probe, check.expected_probe):
+            if probe is not None and probe.op == "saved" and probe.args["key"] not in saved:
+                key = probe.args["key"]
+                raise TaskSpecError(f"checker.checks[{i}] (saved): {key!r} names no setup or checker.before"
+                                    " step's save_as")  # fmt: skip
 
 
 def _json_text(doc: Mapping[str, Any]) -> str:

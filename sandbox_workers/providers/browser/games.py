@@ -24,10 +24,6 @@ the game after that many ticks, to compare a replay with the game it recorded).
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from playwright.async_api import Error as PlaywrightError
@@ -35,11 +31,9 @@ from playwright.async_api import Error as PlaywrightError
 from agent_core import actions as A
 from sandbox_workers import miniwob
 from sandbox_workers.base import EnvError, SandboxError
+from sandbox_workers.providers.browser.gamefiles import GameRun, game_names, html_dir
 from sandbox_workers.providers.browser.session import NAV_TIMEOUT_MS, BrowserSession
 
-_NAME = re.compile(r"^[a-z0-9_-]{1,40}$")
-NOT_GAMES = frozenset({"runtime"})
-"""Scripts of the html/ folder that are not games."""
 MAX_SEED = 2**53 - 1  # JavaScript numbers hold integers exactly up to here
 MAX_REPLAY = 100_000
 _STATE_JS = "() => (window.FlywheelGame ? window.FlywheelGame._state() : null)"
@@ -51,53 +45,6 @@ _CLOCK_JS = "(opts) => window.FlywheelGame._clock(opts)"
 
 class GameParamsError(SandboxError, ValueError):
     """A game_* argument the browser sandbox rejects (unknown game, bad seed, …)."""
-
-
-@cache
-def html_dir() -> Path:
-    """The games suite's html/ folder on the host (found without importing the suite)."""
-    import agent_core
-
-    path = Path(agent_core.__file__).resolve().parent / "suites" / "games" / "html"
-    if not (path / "game.html").is_file() or not (path / "runtime.js").is_file():
-        raise EnvError(f"the games suite has no game.html and runtime.js under {path}")
-    return path
-
-
-def game_names() -> list[str]:
-    """Every game the html/ folder holds (a <name>.js beside the runtime), sorted."""
-    try:
-        folder = html_dir()
-    except EnvError:
-        return []
-    return sorted(p.stem for p in folder.glob("*.js") if _NAME.match(p.stem) and p.stem not in NOT_GAMES)
-
-
-@dataclass
-class GameRun:
-    """The game this sandbox's page is playing, as game_start started it."""
-
-    game: str
-    seed: int
-    tick_ms: float
-    quantum_ms: float
-    """Game time each GUI action costs while the game is stepped."""
-    stepped: bool
-    """Whether ticks run only on actions (paused), else on the page's timers."""
-    carry_ms: float = 0.0
-    """Game time owed but less than a tick (a wait of 0.25 s on 100 ms ticks leaves 50 ms)."""
-
-    @property
-    def step_ms(self) -> float:
-        """Game time a GUI action costs now (0: none, the game runs by itself)."""
-        return self.quantum_ms if self.stepped else 0.0
-
-    def ticks_for(self, ms: float) -> int:
-        """Whole ticks `ms` more of game time makes (the rest is carried to the next)."""
-        total = self.carry_ms + ms
-        ticks = int(total // self.tick_ms)
-        self.carry_ms = total - ticks * self.tick_ms
-        return ticks
 
 
 def _number(params: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:

@@ -26,9 +26,10 @@ from sandbox_workers.providers.browser.chromium import (
     cleanup_state,
     prepare_launch,
 )
+from sandbox_workers.providers.browser.gamefiles import html_dir as games_html_dir
 
 if TYPE_CHECKING:
-    from sandbox_workers.providers.browser.games import GameRun
+    from sandbox_workers.providers.browser.gamefiles import GameRun
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -120,12 +121,11 @@ class BrowserSession(Provider):
         if confined and shutil.which("bwrap") is None:
             log.warning("bwrap is not installed: browser %s runs unconfined", self.sandbox_id)
             confined = False
-        from sandbox_workers.providers.browser.games import html_dir as games_dir  # (it imports this module)
 
         html = miniwob.html_dir()
         spec = prepare_launch(
             self.profile, self.root, slot=self.slot, name=self.sandbox_id, html_dir=html, confined=confined,
-            games_dir=games_dir(),
+            games_dir=games_html_dir(),
         )  # fmt: skip
         self._spec, pw = spec, self._loop.playwright
 

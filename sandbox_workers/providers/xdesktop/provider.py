@@ -65,13 +65,13 @@ from sandbox_workers.base import (
 )
 from sandbox_workers.display.capture import Grabber
 from sandbox_workers.display.x11 import XSession
-from sandbox_workers.mcp.desktop import desktop_hub
 from sandbox_workers.mcp.hub import McpHub
 from sandbox_workers.providers.confine.bwrap import Confinement
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
 from sandbox_workers.providers.confine.spawning import collect_output, process_start_time, same_process
 from sandbox_workers.providers.confine.workspace import chown_tree, workspace_read, workspace_write
 from sandbox_workers.providers.xdesktop.lifecycle import DesktopLifecycle
+from sandbox_workers.providers.xdesktop.mcp import desktop_hub
 from sandbox_workers.providers.xdesktop.parts import (
     APPS,
     STATE_FILE,

@@ -31,7 +31,7 @@ PYTHON = "/usr/bin/python3"
 PACKAGE = "flywheel_mcp_servers"
 SANDBOX_LIB = "/opt/flywheel-mcp/lib"
 SANDBOX_SRC = "/opt/flywheel-mcp/src"
-SERVERS_DIR = Path(__file__).resolve().parent / "servers"
+SERVERS_DIR = Path(__file__).resolve().parents[2] / "mcp" / "servers"
 DEFAULT_SERVERS = ("files", "shell", "records")
 """The servers a desktop profile offers unless its options say otherwise (`mcp_servers`)."""
 
