@@ -206,16 +206,16 @@ def test_the_whole_loop_from_the_pages(platform: str, browser: Browser, personas
     # 4. GRPO from the SFT policy on live rollouts of the suite (Celery rollouts on the browser host).
     rl = launch_run(
         admin, algorithm="grpo", name="loop grpo", policy=sft_policy, suite=str(suite.pk),
-        iterations="2", episodes_per_iteration="4", group_size="4", minibatch_size="4", checkpoint_every="1",
+        iterations="1", episodes_per_iteration="4", group_size="4", minibatch_size="4", checkpoint_every="1",
         max_steps_per_episode="2", max_new_tokens="96", history_images="1", lr="0.0005", temperature="1.5",
     )  # fmt: skip
     admin.screenshot(path=SCREENSHOTS / "training-loop-grpo.png", full_page=True)
     rl_batch = RolloutBatch.objects.get(name=f"training run {rl.pk}")
     trained_on = Episode.objects.filter(batch=rl_batch, status="finished")
-    assert trained_on.count() >= 8
-    # Its rollouts were made by the run's own published versions, on training seeds.
+    assert trained_on.count() >= 4
+    # Its rollouts were made by the run's own published version, on training seeds.
     names = set(trained_on.values_list("policy_version__name", flat=True))
-    assert names <= {f"run-{rl.pk}-v{n}" for n in range(3)} and f"run-{rl.pk}-v0" in names, names
+    assert names == {f"run-{rl.pk}-v0"}, names
     assert all(seed >= 10_000 for seed in trained_on.values_list("seed", flat=True))
     assert MetricPoint.objects.filter(run=rl, name="rl/success").exists()
     rl_policy = promote_last(admin, rl)

@@ -173,6 +173,8 @@ def test_two_processes_give_the_one_process_loss_curve_replicated_or_sharded(
 
 
 @pytest.mark.slow
+# verify-suites only: make test kills a rank through the platform (webapp/training/test_distributed_real.py)
+@pytest.mark.sweep
 def test_a_killed_rank_ends_the_run_and_the_resumed_run_finishes(base: Path, tmp_path: Path) -> None:
     examples = oracle_examples(TASKS, range(8))
     out, job = tmp_path / "run", tmp_path / "run" / "job"

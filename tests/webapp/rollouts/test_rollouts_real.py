@@ -38,10 +38,9 @@ PROFILES = {
 }
 # A sample of each suite: short oracles, different apps.
 SAMPLE = {
-    "miniwob": ["miniwob/click-button", "miniwob/enter-text", "miniwob/click-checkboxes"],
+    "miniwob": ["miniwob/click-button", "miniwob/enter-text"],
     "desktop": [
         "desktop/terminal/count-lines",
-        "desktop/editor/append-line",
         "desktop/files/open-missing-report",
         "desktop/hybrid/mcp-ticket-into-form",  # an MCP tool's result entered through the GUI
     ],
