@@ -69,6 +69,12 @@ def normalise(score: float, info: GameInfo) -> float:
     return max(0.0, min(1.0, (float(score) - info.baseline) / (info.target - info.baseline)))
 
 
+def started_tick_ms(ctx: Any, default: float) -> float:
+    """A game's tick as its game_start reported it (the setup's saved `start`), else `default`."""
+    start: Any = ctx.setup.get("start") if ctx.setup else None
+    return float(start.get("tick_ms", default)) if isinstance(start, dict) else default
+
+
 def _load(name: str) -> Any:
     try:
         return importlib.import_module(MODULES[name])

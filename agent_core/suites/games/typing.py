@@ -8,10 +8,9 @@ knows when: the schedule is the seed's).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from agent_core import actions as A
-from agent_core.suites.games import GameInfo
+from agent_core.suites.games import GameInfo, started_tick_ms
 from agent_core.tasks.oracles import OracleContext, register_oracle, said
 
 TICK_MS = 100.0
@@ -31,16 +30,10 @@ INFO = GameInfo(
 )
 
 
-def tick_ms(ctx: OracleContext) -> float:
-    """The game's tick, as game_start reported it (the page's own value otherwise)."""
-    start: Any = ctx.setup.get("start") if ctx.setup else None
-    return float(start.get("tick_ms", TICK_MS)) if isinstance(start, dict) else TICK_MS
-
-
 @register_oracle("games/typing")
 def typing(ctx: OracleContext) -> Iterator[A.Action]:
     """Type the lowest falling word; wait for the next when none falls."""
-    tick = tick_ms(ctx)
+    tick = started_tick_ms(ctx, TICK_MS)
     while True:
         state = ctx.env.call("game_state")
         view = state["view"]
