@@ -7,12 +7,15 @@ import shutil
 import sys
 import types
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox_workers.base import Profile
+from sandbox_workers.providers.browser import BrowserProvider
+from tests.procs import worker_slot
 
 XDESKTOP_TOOLS = ("Xvfb", "x11vnc", "bwrap", "openbox", "xterm", "dbus-daemon")
 
@@ -88,3 +91,25 @@ def xdesktop_sandbox(xdesktop_tools: None, tmp_path_factory: pytest.TempPathFact
     p.start()
     yield p
     p.stop()
+
+
+@contextmanager
+def started_browser(
+    tmp_path_factory: pytest.TempPathFactory, name: str, slot: int
+) -> Iterator[BrowserProvider]:
+    """A started (confined) browser sandbox named `name` on this xdist worker's `slot`, removed after."""
+    root = reachable(tmp_path_factory.mktemp(name)) / "sb"
+    provider = BrowserProvider(sandbox_id=name, profile=Profile(name="b", provider="browser"), root=root)
+    provider.slot = worker_slot(slot)
+    provider.start()
+    try:
+        yield provider
+    finally:
+        provider.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def describe(outcome: Any) -> str:
+    """An episode's outcome as a failed assertion should show it: how it stopped, its steps, its check."""
+    steps = [s.action_text or s.invalid_reason for s in outcome.steps]
+    return f"{outcome.stop_reason}, steps {steps}, check {outcome.check}"

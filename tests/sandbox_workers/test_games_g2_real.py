@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import string
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 
@@ -27,10 +25,8 @@ from agent_core.tasks.runner import evaluate, prepare
 from agent_core.tasks.spec import parse_task
 from agent_core.thoughts import is_placeholder_thought
 from sandbox_workers.agent_env import SandboxEnv
-from sandbox_workers.base import Profile
 from sandbox_workers.providers.browser import BrowserProvider
-from tests.procs import worker_slot
-from tests.sandbox_workers.conftest import reachable
+from tests.sandbox_workers.conftest import describe, started_browser
 from tests.sweeps import sample
 
 pytestmark = [
@@ -65,23 +61,13 @@ RANDOM_MOVES: dict[str, Callable[[random.Random, int, int], A.Action]] = {
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserProvider]:
-    root = reachable(tmp_path_factory.mktemp("games-g2")) / "sb"
-    provider = BrowserProvider(sandbox_id="gamesg2", profile=Profile(name="b", provider="browser"), root=root)
-    provider.slot = worker_slot(79)
-    provider.start()
-    yield provider
-    provider.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    with started_browser(tmp_path_factory, "gamesg2", 79) as provider:
+        yield provider
 
 
 @pytest.fixture(scope="module")
 def env(browser: BrowserProvider) -> SandboxEnv:
     return SandboxEnv(browser, platform="browser")
-
-
-def describe(outcome: Any) -> str:
-    steps = [s.action_text or s.invalid_reason for s in outcome.steps]
-    return f"{outcome.stop_reason}, steps {steps}, check {outcome.check}"
 
 
 def raw_score(env: SandboxEnv) -> float:

@@ -9,7 +9,6 @@ of the DOM, a recorded game replayed at 8× giving the same score and tick, bad 
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,11 +23,10 @@ from agent_core.tasks.runner import prepare
 from agent_core.tasks.spec import parse_task
 from agent_core.thoughts import is_placeholder_thought
 from sandbox_workers.agent_env import SandboxEnv
-from sandbox_workers.base import Profile
 from sandbox_workers.providers.browser import BrowserProvider
 from sandbox_workers.providers.browser.provider import InvalidParams
-from tests.procs import wait_for, worker_slot
-from tests.sandbox_workers.conftest import reachable
+from tests.procs import wait_for
+from tests.sandbox_workers.conftest import describe, started_browser
 from tests.sweeps import sample
 
 pytestmark = [
@@ -41,23 +39,13 @@ SAMPLE = {("snake", 1), ("memory", 1)}
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserProvider]:
-    root = reachable(tmp_path_factory.mktemp("games")) / "sb"
-    provider = BrowserProvider(sandbox_id="games", profile=Profile(name="b", provider="browser"), root=root)
-    provider.slot = worker_slot(65)
-    provider.start()
-    yield provider
-    provider.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    with started_browser(tmp_path_factory, "games", 65) as provider:
+        yield provider
 
 
 @pytest.fixture(scope="module")
 def env(browser: BrowserProvider) -> SandboxEnv:
     return SandboxEnv(browser, platform="browser")
-
-
-def describe(outcome: Any) -> str:
-    steps = [s.action_text or s.invalid_reason for s in outcome.steps]
-    return f"{outcome.stop_reason}, steps {steps}, check {outcome.check}"
 
 
 @pytest.mark.sweep

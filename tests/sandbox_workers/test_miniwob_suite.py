@@ -8,10 +8,8 @@ minutes); `make test` runs a fixed sample: every fourth solved task on one seed,
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -22,10 +20,8 @@ from agent_core.tasks.oracles import oracle_names
 from agent_core.tasks.runner import evaluate, prepare
 from agent_core.thoughts import is_placeholder_thought
 from sandbox_workers.agent_env import SandboxEnv
-from sandbox_workers.base import Profile
 from sandbox_workers.providers.browser import BrowserProvider
-from tests.procs import worker_slot
-from tests.sandbox_workers.conftest import reachable
+from tests.sandbox_workers.conftest import describe, started_browser
 from tests.sweeps import every_nth, sample
 
 pytestmark = [
@@ -40,23 +36,13 @@ SOLVED = sorted(name for name in oracle_names() if name.startswith(suite.PREFIX)
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserProvider]:
-    root = reachable(tmp_path_factory.mktemp("miniwob-suite")) / "sb"
-    provider = BrowserProvider(sandbox_id="mwsuite", profile=Profile(name="b", provider="browser"), root=root)
-    provider.slot = worker_slot(63)
-    provider.start()
-    yield provider
-    provider.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    with started_browser(tmp_path_factory, "mwsuite", 63) as provider:
+        yield provider
 
 
 @pytest.fixture(scope="module")
 def env(browser: BrowserProvider) -> SandboxEnv:
     return SandboxEnv(browser, platform="browser")
-
-
-def describe(outcome: Any) -> str:
-    steps = [s.action_text or s.invalid_reason for s in outcome.steps]
-    return f"{outcome.stop_reason}, steps {steps}, check {outcome.check}"
 
 
 CASES = sample(
