@@ -77,6 +77,20 @@ def screen_point(page: Page, x: int, y: int) -> tuple[float, float]:
     return float(point[0]), float(point[1])
 
 
+def start_live(browser: Browser, platform: str, annotator: Any, task: Any) -> tuple[Page, Episode]:
+    """The annotator logs in, starts `task` from the Annotate page and waits for its live view."""
+    page = login(browser, platform, annotator.get_username())
+    page.goto("/annotate/")
+    form = page.get_by_test_id("start-form")
+    form.get_by_label("Task").select_option(str(task.pk))
+    form.get_by_role("button", name="Start").click()
+    expect(page.get_by_test_id("recorder")).to_be_visible(timeout=90_000)
+    live_state = "() => document.querySelector('[data-testid=session]').dataset.live"
+    connected = wait_for(lambda: page.evaluate(live_state) == "connected", timeout=30)
+    assert connected, f"no live view: {page.get_by_test_id('notice').inner_text()}"
+    return page, Episode.objects.get(task=task, annotator=annotator)
+
+
 def test_annotator_demonstrates_a_task_in_the_live_view_and_a_reviewer_accepts_it(
     platform: str, browser: Browser, personas: Personas
 ) -> None:
@@ -217,15 +231,8 @@ def test_an_annotator_calls_a_sandbox_tool_beside_the_gui_and_the_replay_shows_i
     suite_load(name="desktop")
     task = Task.objects.get(slug="desktop/hybrid/mcp-price-into-quote")
     Task.objects.filter(pk=task.pk).update(is_published=True)
-    page = login(browser, platform, personas.annotator.get_username())
-    page.goto("/annotate/")
-    page.get_by_test_id("start-form").get_by_label("Task").select_option(str(task.pk))
-    page.get_by_test_id("start-form").get_by_role("button", name="Start").click()
-    expect(page.get_by_test_id("recorder")).to_be_visible(timeout=90_000)
-    episode = Episode.objects.get(task=task, annotator=personas.annotator)
+    page, episode = start_live(browser, platform, personas.annotator, task)
     sku = episode.prepared["params"]["sku"]
-    live_state = "() => document.querySelector('[data-testid=session]').dataset.live"
-    assert wait_for(lambda: page.evaluate(live_state) == "connected", timeout=30), "no live view"
 
     # The Tools panel lists what the sandbox's servers say they offer; the lookup is a recorded step.
     tools = page.get_by_test_id("tools")

@@ -16,13 +16,13 @@ from agent_core.suites.games import maze
 from agent_core.suites.miniwob import VIEW_AREA, task_doc
 from tests.conftest import Personas
 from tests.e2e.platform import site_with_host
-from tests.e2e.test_demonstration import login, screen_point
+from tests.e2e.test_demonstration import screen_point, start_live
 from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import TOKEN
 from webapp.annotation.services import demo_env
 from webapp.catalog.models import Task
 from webapp.catalog.services import suite_load, task_create
-from webapp.episodes.models import Episode, Step
+from webapp.episodes.models import Step
 from webapp.sandboxes.models import Sandbox
 
 pytestmark = pytest.mark.slow
@@ -67,14 +67,7 @@ def test_a_miniwob_task_fills_the_live_view_and_clicks_keep_screen_pixels(
     task = task_create(slug=doc["id"], title=doc["title"], instruction=doc["instruction"], platform="browser",
                        env_profile="browser", spec=doc)  # fmt: skip
     Task.objects.filter(pk=task.pk).update(is_published=True)
-    page = login(browser, platform, personas.annotator.get_username())
-    page.goto("/annotate/")
-    page.get_by_test_id("start-form").get_by_label("Task").select_option(str(task.pk))
-    page.get_by_test_id("start-form").get_by_role("button", name="Start").click()
-    expect(page.get_by_test_id("recorder")).to_be_visible(timeout=90_000)
-    live_state = "() => document.querySelector('[data-testid=session]').dataset.live"
-    assert wait_for(lambda: page.evaluate(live_state) == "connected", timeout=30), "no live view"
-    episode = Episode.objects.get(task=task)
+    page, episode = start_live(browser, platform, personas.annotator, task)
 
     # Zoomed to the task: its area fills most of the box, several times larger than the whole screen's.
     zoomed = page.evaluate(COVERAGE)
@@ -106,14 +99,7 @@ def test_a_person_plays_a_game_through_the_live_view_and_it_is_scored_and_replay
     suite_load(name="games")
     task = Task.objects.get(slug="games/maze")
     Task.objects.filter(pk=task.pk).update(is_published=True)
-    page = login(browser, platform, personas.annotator.get_username())
-    page.goto("/annotate/")
-    page.get_by_test_id("start-form").get_by_label("Task").select_option(str(task.pk))
-    page.get_by_test_id("start-form").get_by_role("button", name="Start").click()
-    expect(page.get_by_test_id("recorder")).to_be_visible(timeout=90_000)
-    live_state = "() => document.querySelector('[data-testid=session]').dataset.live"
-    assert wait_for(lambda: page.evaluate(live_state) == "connected", timeout=30), "no live view"
-    episode = Episode.objects.get(task=task)
+    page, episode = start_live(browser, platform, personas.annotator, task)
 
     with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
         env = demo_env(episode=episode)

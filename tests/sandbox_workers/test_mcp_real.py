@@ -100,12 +100,30 @@ def gone(pids: list[int]) -> bool:
     return True
 
 
+def command_of(proc: psutil.Process) -> str:
+    """A process's command line ("" once it has exited, even if not yet reaped)."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.NoSuchProcess:  # ZombieProcess is one
+        return ""
+
+
 def server_procs(p: Any) -> list[psutil.Process]:
-    """The host processes of the sandbox's running MCP servers (bwrap and everything under it)."""
+    """The host processes of the sandbox's running MCP servers (bwrap and everything under it); a killed
+    one not yet reaped (a zombie) or gone meanwhile is left out."""
     out = []
     for pid in p.mcp_hub.pids():
-        top = psutil.Process(pid)
-        out += [top, *top.children(recursive=True)]
+        try:
+            top = psutil.Process(pid)
+            found = [top, *top.children(recursive=True)]
+        except psutil.NoSuchProcess:  # ZombieProcess is one
+            continue
+        for proc in found:
+            try:
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    out.append(proc)
+            except psutil.NoSuchProcess:
+                continue
     return out
 
 
@@ -209,7 +227,7 @@ def test_server_processes_run_as_the_sandbox_uid_in_its_cgroup(desk: Any) -> Non
     mcp(desk, "shell", "run", command="true")
     procs = server_procs(desk)
     pythons = [p for p in procs if p.name().startswith("python")]
-    assert len(pythons) >= 3, [p.cmdline() for p in procs]
+    assert len(pythons) >= 3, [command_of(p) for p in procs]
     uid = desk.conf.uid if desk.conf.uid is not None else os.getuid()
     assert all(p.uids().real == uid for p in pythons)
     if desk.cgroup is not None:
@@ -247,7 +265,7 @@ def test_a_tool_error_reaches_the_agent_as_a_rejected_action(desk: Any) -> None:
 def test_a_server_killed_between_calls_is_started_again(desk: Any) -> None:
     mcp(desk, "shell", "run", command="true")
     for p in server_procs(desk):
-        if "flywheel_mcp_servers.shell" in " ".join(p.cmdline()):
+        if "flywheel_mcp_servers.shell" in command_of(p):
             os.kill(p.pid, signal.SIGKILL)
     # The next call finds it gone and starts it again, or (when it comes before the hub has seen the
     # exit) fails at once as an invalid step; the one after that works.
