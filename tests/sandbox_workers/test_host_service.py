@@ -38,7 +38,11 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
     var = tmp_path_factory.mktemp("host")
-    with host_process(name="svc", var=var, profiles={"desktop": LIGHT_DESKTOP}) as h:
+    # xterm draws typed text only after a round trip through the shell's pty: on a loaded 2-core CI
+    # machine that took longer than the desktop's 25 ms wait for a first change (CI flake), so this
+    # host waits up to 150 ms for it, as the office profile does for LibreOffice's bursts.
+    profile = {**LIGHT_DESKTOP, "options": {**LIGHT_DESKTOP["options"], "settle_first_ms": 150}}
+    with host_process(name="svc", var=var, profiles={"desktop": profile}) as h:
         yield h
 
 
