@@ -43,6 +43,7 @@ from sandbox_workers.base import (
 )
 from sandbox_workers.fetch import FetchCache, fetch_for_lease
 from sandbox_workers.heartbeat import heartbeat_forever
+from sandbox_workers.live.fanout import hubs_of_this_loop
 from sandbox_workers.live.relay import live_sockets_track, relay_screencast, relay_vnc
 from sandbox_workers.pool import LeaseBroken, LeaseNotFound, Pool, SandboxUnavailable
 from sandbox_workers.profiles import load_pool_configs
@@ -197,7 +198,15 @@ async def health(request: web.Request) -> web.Response:
 @routes.get("/v1/status")
 async def status(request: web.Request) -> web.Response:
     cfg = request.app[CONFIG]
-    return web.json_response({"name": cfg["name"], "api_url": cfg["url"], **request.app[POOL].status()})
+    # The live screens being watched: one shared capture per sandbox (sandbox_workers.live.fanout).
+    live = {
+        str(key[1]): {"viewers": h.viewers, "fps": h.fps, "starts": h.source_starts, "frames": h.frames_in}
+        for key, h in hubs_of_this_loop().items()
+        if isinstance(key, tuple) and key[0] == "sandbox"
+    }
+    return web.json_response(
+        {"name": cfg["name"], "api_url": cfg["url"], **request.app[POOL].status(), "live": live}
+    )
 
 
 @routes.post("/v1/leases")

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from urllib.parse import quote
 
 import aiohttp
 
-__all__ = ["LiveStreamError", "auth_headers", "host_frames", "host_screencast_url", "host_vnc_url"]
+from sandbox_workers.live.fanout import Push, shared_frames
+
+__all__ = [
+    "LiveStreamError",
+    "auth_headers",
+    "host_frames",
+    "host_screencast_url",
+    "host_vnc_url",
+    "shared_host_frames",
+]
 
 
 class LiveStreamError(Exception):
@@ -57,3 +66,15 @@ async def host_frames(api_url: str, token: str, sandbox_id: str, fps: float) -> 
                     yield msg.data
                 elif msg.type in (aiohttp.WSMsgType.ERROR, aiohttp.WSMsgType.CLOSE):
                     break
+
+
+def shared_host_frames(api_url: str, token: str, sandbox_id: str, fps: float) -> AsyncGenerator[bytes, None]:
+    """As `host_frames`, from the one host socket every viewer of the sandbox in this process shares
+    (opened at the fastest viewer's rate; each viewer gets at most its own `fps`, newest frame first)."""
+
+    async def source(rate: float, push: Push) -> None:
+        async for frame in host_frames(api_url, token, sandbox_id, rate):
+            push(frame)
+        raise LiveStreamError(f"the host ended the screencast of {sandbox_id}")
+
+    return shared_frames(("host", api_url, sandbox_id), source, fps, name=sandbox_id)

@@ -1,4 +1,5 @@
-"""Live streams out of a host: the VNC byte stream and JPEG screencast frames over WebSockets."""
+"""Live streams out of a host: the VNC byte stream, and JPEG screencast frames over WebSockets from one
+capture per sandbox that every viewer shares (sandbox_workers.live.fanout)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from sandbox_workers.base import OperationUnsupported
+from sandbox_workers.live.fanout import Push, Source, shared_frames
 
 if TYPE_CHECKING:
     from sandbox_workers.pool_upkeep import Managed
@@ -76,44 +78,48 @@ async def relay_vnc(request: web.Request, host: str, port: int) -> web.WebSocket
     return ws
 
 
+def provider_source(m: Managed) -> Source:
+    """The capture of one sandbox's screen as a hub source: the provider's own screencast where it has
+    one (Chromium's, which sends a frame when the page changes), else JPEG captures at the rate."""
+
+    async def source(fps: float, push: Push) -> None:
+        loop = asyncio.get_running_loop()
+
+        def on_frame(data: bytes) -> None:  # called on the provider's thread
+            loop.call_soon_threadsafe(push, data)
+
+        try:
+            await m.call(lambda: m.provider.start_screencast(on_frame, max_fps=fps))
+        except OperationUnsupported:
+            while True:
+                started = time.monotonic()
+                obs = await m.call(lambda: m.provider.observe(fmt="jpeg", quality=60))
+                push(obs.screenshot.data)
+                await asyncio.sleep(max(0.0, 1 / fps - (time.monotonic() - started)))
+        try:
+            await asyncio.Future()  # frames come from the provider's thread until cancelled
+        finally:
+            with contextlib.suppress(Exception):
+                await m.call(m.provider.stop_screencast)
+
+    return source
+
+
 async def relay_screencast(request: web.Request, m: Managed, *, fps: float) -> web.WebSocketResponse:
-    """Send JPEG frames: the provider's own screencast where it has one, else captures at `fps`."""
+    """Send JPEG frames at up to `fps` from the one capture every viewer of the sandbox shares."""
     ws = await _prepared(request, web.WebSocketResponse(heartbeat=30))
-    loop = asyncio.get_running_loop()
-    frames: asyncio.Queue[bytes] = asyncio.Queue(maxsize=2)
-
-    def on_frame(data: bytes) -> None:  # called on the provider's thread
-        def put() -> None:
-            if frames.full():  # a slow viewer gets the newest frame, not a growing backlog
-                frames.get_nowait()
-            frames.put_nowait(data)
-
-        loop.call_soon_threadsafe(put)
-
-    native = True
-    try:
-        await m.call(lambda: m.provider.start_screencast(on_frame, max_fps=fps))
-    except OperationUnsupported:
-        native = False
-
-    async def poll() -> None:
-        while True:
-            started = time.monotonic()
-            obs = await m.call(lambda: m.provider.observe(fmt="jpeg", quality=60))
-            on_frame(obs.screenshot.data)
-            await asyncio.sleep(max(0.0, 1 / fps - (time.monotonic() - started)))
+    frames = shared_frames(("sandbox", m.id), provider_source(m), fps, name=m.id)
 
     async def send() -> None:
-        while True:
-            await ws.send_bytes(await frames.get())
+        async with contextlib.aclosing(frames):
+            async for frame in frames:
+                await ws.send_bytes(frame)
 
     async def drain_client() -> None:
         async for _ in ws:
             pass
 
     tasks = [asyncio.create_task(send()), asyncio.create_task(drain_client())]
-    if not native:
-        tasks.append(asyncio.create_task(poll()))
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for t in tasks:
@@ -123,8 +129,5 @@ async def relay_screencast(request: web.Request, m: Managed, *, fps: float) -> w
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if native:
-            with contextlib.suppress(Exception):
-                await m.call(m.provider.stop_screencast)
         await ws.close()
     return ws

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import io
 import os
@@ -306,6 +307,39 @@ def test_vnc_stream_and_screencast_over_websockets(host, client):
                 assert r.status == 401
 
         asyncio.run(go())
+
+
+def test_screencast_viewers_of_a_sandbox_share_one_capture_each_at_its_own_rate(host, client):
+    with client.acquire("desktop", holder="test:fanout", ttl_s=60, wait_s=30) as sb:
+        live = f"{host.url}/v1/sandboxes/{sb.info.sandbox_id}/screencast"
+        seen: dict[str, dict] = {}
+
+        async def watch(s: aiohttp.ClientSession, fps: int, seconds: float) -> list[float]:
+            at: list[float] = []
+            async with s.ws_connect(f"{live}?fps={fps}") as ws:
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    with contextlib.suppress(TimeoutError):
+                        msg = await asyncio.wait_for(ws.receive(), end - time.monotonic())
+                        assert msg.data[:2] == b"\xff\xd8"
+                        at.append(time.monotonic())
+            return at
+
+        async def go() -> list[list[float]]:
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            async with aiohttp.ClientSession(headers=headers) as s:
+                watching = asyncio.gather(watch(s, 10, 3), watch(s, 10, 3), watch(s, 2, 3))
+                await asyncio.sleep(2)
+                seen["during"] = (await asyncio.to_thread(host.status))["live"]
+                return await watching
+
+        fast1, fast2, thumb = asyncio.run(go())
+        during = seen["during"][sb.info.sandbox_id]
+        # One capture at the fastest viewer's rate for all three.
+        assert (during["viewers"], during["fps"], during["starts"]) == (3, 10, 1), during
+        assert len(fast1) >= 10 and len(fast2) >= 10, (len(fast1), len(fast2))
+        assert 2 <= len(thumb) <= 7, len(thumb)  # the thumbnail at its own 2 fps
+        assert wait_for(lambda: host.status()["live"] == {}, 5), host.status()["live"]
 
 
 def _pids_of(host: HostProc, sandbox_id: str) -> list[int]:

@@ -1,10 +1,11 @@
 """Live screens of a sandbox over WebSockets: the VNC relay, the JPEG screencast, WebRTC signalling.
 
 Each consumer checks its ticket in connect() (tickets.py says what a ticket binds), then pipes bytes
-between the browser and the sandbox's host. Input from a view-only viewer never reaches the host:
-the VNC relay filters the RFB stream (sandbox_workers.live.rfb), the others carry no input at all, and
-WebRTC input from a control ticket is published to the sandbox's input group for the part of the
-app that executes and records it.
+between the browser and the sandbox's host. Screencast and WebRTC viewers of one sandbox share one
+host socket in this process (sandbox_workers.live.fanout); the host shares one capture among them.
+Input from a view-only viewer never reaches the host: the VNC relay filters the RFB stream
+(sandbox_workers.live.rfb), the others carry no input at all, and WebRTC input from a control ticket
+is published to the sandbox's input group for the part of the app that executes and records it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from sandbox_workers.live.client import LiveStreamError, auth_headers, host_frames, host_vnc_url
+from sandbox_workers.live.client import LiveStreamError, auth_headers, host_vnc_url, shared_host_frames
 from sandbox_workers.live.rfb import RfbViolation, ViewOnlyRfbFilter
 from webapp.common.sockets import MessageError, message_decode
 from webapp.sandboxes.models import Sandbox
@@ -184,7 +185,7 @@ class ScreencastConsumer(_LiveConsumer):
         self.spawn(self._from_host(fps))
 
     async def _from_host(self, fps: float) -> None:
-        frames = host_frames(
+        frames = shared_host_frames(
             self.sandbox.host.api_url, settings.SANDBOX_HOST_TOKEN, self.sandbox.external_id, fps
         )
         # aclosing: a cancelled relay must close the host socket now, not when the generator is collected.
@@ -225,7 +226,7 @@ class WebRtcConsumer(_LiveConsumer):
             return
         if self.peer is not None:
             await self.peer.close()
-        frames = host_frames(
+        frames = shared_host_frames(
             self.sandbox.host.api_url, settings.SANDBOX_HOST_TOKEN, self.sandbox.external_id, self.fps
         )
         self.peer = ScreenPeer(frames, on_input=self._input if self.claims.mode == CONTROL else None)

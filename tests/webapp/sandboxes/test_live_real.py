@@ -20,6 +20,7 @@ from django.urls import reverse
 from PIL import Image, ImageChops, ImageStat
 
 from sandbox_workers.client import HostClient, LeasedSandbox
+from sandbox_workers.live.fanout import hubs_of_this_loop
 from tests.conftest import make_personas
 from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
@@ -149,6 +150,44 @@ def test_screencast_delivers_jpegs_of_the_screen(desktop):
     for frame in frames:
         assert isinstance(frame, bytes) and frame[:2] == b"\xff\xd8"
         assert Image.open(io.BytesIO(frame)).size == (screen.width, screen.height)
+
+
+def test_screencast_viewers_in_one_process_share_one_host_socket(desktop):
+    leased, row = desktop
+    people = make_personas()
+    viewers = [(people.admin, 10), (people.researcher, 10), (people.admin, 2)]
+    paths = []
+    for user, fps in viewers:
+        client, headers = session(user)
+        paths.append((ticket_for(client, row, mode="view", transport="screencast", fps=fps), headers))
+    host = HostClient(row.host.api_url, TOKEN)
+
+    async def scenario() -> tuple[list[int], dict, dict]:
+        comms = []
+        for path, headers in paths:
+            comm = WebsocketCommunicator(application, path, headers=headers)
+            assert (await comm.connect(timeout=20))[0]
+            comms.append(comm)
+        counts = [0] * len(comms)
+        end = asyncio.get_running_loop().time() + 3
+        while (left := end - asyncio.get_running_loop().time()) > 0:
+            for i, comm in enumerate(comms):
+                if not await comm.receive_nothing(timeout=min(left, 0.02), interval=0.005):
+                    frame = await comm.receive_from()
+                    assert frame[:2] == b"\xff\xd8"
+                    counts[i] += 1
+        hubs = {k: (h.viewers, h.fps) for k, h in hubs_of_this_loop().items()}
+        host_live = (await asyncio.to_thread(host.status))["live"]
+        for comm in comms:
+            await comm.disconnect()
+        return counts, hubs, host_live
+
+    counts, hubs, host_live = async_to_sync(scenario)()
+    # The web process holds one host socket for the three viewers, at the fastest one's rate…
+    assert hubs == {("host", row.host.api_url, row.external_id): (3, 10)}, hubs
+    # …and the host sees one viewer: that socket.
+    assert host_live[row.external_id]["viewers"] == 1, host_live
+    assert counts[0] >= 10 and counts[1] >= 10 and 2 <= counts[2] <= 7, counts
 
 
 def test_webrtc_video_shows_the_screen_and_control_input_reaches_the_input_group(desktop):
