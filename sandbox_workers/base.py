@@ -227,8 +227,15 @@ class Provider(ABC):
         """Live endpoints on the host (VNC port, …) for the live view."""
         return {}
 
-    def start_screencast(self, on_frame: Callable[[bytes], None], *, max_fps: float = 10.0) -> None:
-        """Call `on_frame(jpeg_bytes)` with screen frames until `stop_screencast`."""
+    def start_screencast(
+        self,
+        on_frame: Callable[[bytes], None],
+        *,
+        max_fps: float = 10.0,
+        on_end: Callable[[str], None] | None = None,
+    ) -> None:
+        """Call `on_frame(jpeg_bytes)` with screen frames until `stop_screencast`; `on_end(reason)` where
+        the stream ends by itself (the screen's server died), so that viewers reconnect."""
         raise OperationUnsupported(f"{self.name} sandboxes have no screencast")
 
     def stop_screencast(self) -> None:

@@ -341,6 +341,11 @@ class XSession:
         damage.damage_subtract(self.d, self._damage)
         self._drain()
 
+    def changed(self, timeout_s: float) -> bool:
+        """Whether anything was drawn since the last `arm`, waiting up to `timeout_s` for it."""
+        with self._x("waiting for damage"):
+            return self._wait_damage(timeout_s)
+
     def _drain(self) -> bool:
         """Read pending events; whether any was a DamageNotify."""
         got = False

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from sandbox_workers.base import OperationUnsupported
-from sandbox_workers.live.fanout import Push, Source, shared_frames
+from sandbox_workers.live.fanout import Push, Source, StreamEnded, shared_frames
 
 if TYPE_CHECKING:
     from sandbox_workers.pool_upkeep import Managed
@@ -88,8 +88,17 @@ def provider_source(m: Managed) -> Source:
         def on_frame(data: bytes) -> None:  # called on the provider's thread
             loop.call_soon_threadsafe(push, data)
 
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def on_end(why: str) -> None:  # called on the provider's thread
+            def end() -> None:
+                if not ended.done():
+                    ended.set_exception(StreamEnded(why))
+
+            loop.call_soon_threadsafe(end)
+
         try:
-            await m.call(lambda: m.provider.start_screencast(on_frame, max_fps=fps))
+            await m.call(lambda: m.provider.start_screencast(on_frame, max_fps=fps, on_end=on_end))
         except OperationUnsupported:
             while True:
                 started = time.monotonic()
@@ -97,7 +106,7 @@ def provider_source(m: Managed) -> Source:
                 push(obs.screenshot.data)
                 await asyncio.sleep(max(0.0, 1 / fps - (time.monotonic() - started)))
         try:
-            await asyncio.Future()  # frames come from the provider's thread until cancelled
+            await ended  # frames come from the provider's thread until cancelled, or it ends by itself
         finally:
             with contextlib.suppress(Exception):
                 await m.call(m.provider.stop_screencast)

@@ -106,3 +106,14 @@ def host_process(**kwargs: Any) -> Iterator[HostProc]:
         yield host
     finally:
         host.stop()
+
+
+def keep_changing(sandbox: Any, seconds: float, interval_s: float = 0.03) -> None:
+    """Change the desktop's root colour every `interval_s` for `seconds`, from a loop inside the
+    sandbox (a still screen sends no screencast frames). Returns at once."""
+    steps = max(1, int(seconds / interval_s))
+    loop = (
+        f'for i in $(seq {steps}); do xsetroot -solid "#$(printf %02x $((i * 7 % 256)))4080"; '
+        f"sleep {interval_s}; done"
+    )
+    sandbox.exec(["sh", "-c", f"({loop}) >/dev/null 2>&1 &"])

@@ -30,7 +30,7 @@ from tests import sweeps
 from tests.agent_core.fakes import prepared
 from tests.procs import is_alive as alive
 from tests.procs import wait_for
-from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc, host_process
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc, host_process, keep_changing
 from tests.sandbox_workers.rfbclient import RfbClient
 
 pytestmark = pytest.mark.slow
@@ -300,6 +300,7 @@ def test_vnc_stream_and_screencast_over_websockets(host, client):
                 async with s.ws_connect(f"{live}/vnc") as ws:
                     msg = await asyncio.wait_for(ws.receive(), 5)
                     assert msg.data.startswith(b"RFB 003.00")
+                await asyncio.to_thread(keep_changing, sb, 2)
                 async with s.ws_connect(f"{live}/screencast?fps=10") as ws:
                     frames = [await asyncio.wait_for(ws.receive(), 5) for _ in range(3)]
                     assert all(f.data[:2] == b"\xff\xd8" for f in frames)
@@ -327,6 +328,7 @@ def test_screencast_viewers_of_a_sandbox_share_one_capture_each_at_its_own_rate(
 
         async def go() -> list[list[float]]:
             headers = {"Authorization": f"Bearer {TOKEN}"}
+            await asyncio.to_thread(keep_changing, sb, 3.5)
             async with aiohttp.ClientSession(headers=headers) as s:
                 watching = asyncio.gather(watch(s, 10, 3), watch(s, 10, 3), watch(s, 2, 3))
                 await asyncio.sleep(2)

@@ -540,3 +540,52 @@ def test_chromium_runs_in_the_sandbox(xdesktop_factory: Callable[..., Any]) -> N
     again = sb.call("launch", {"app": "chromium", "args": ["file:///home/user/second.html"], "timeout": 60})
     assert again["window"] is not None and again["window"]["id"] == out["window"]["id"], again
     assert wait_for(lambda: "Second Page" in window(sb, "chromium")["title"], timeout=15)
+
+
+@pytest.mark.slow
+def test_the_screencast_sends_a_frame_per_change_at_most_its_rate_and_ends_with_the_display(
+    xdesktop_factory: Callable[..., Any],
+) -> None:
+    sb = xdesktop_factory("cast")
+    frames: list[tuple[float, bytes]] = []
+    ended: list[str] = []
+    sb.start_screencast(lambda f: frames.append((time.monotonic(), f)), max_fps=10, on_end=ended.append)
+
+    def corner(frame: bytes) -> tuple[int, int, int]:
+        img = Image.open(io.BytesIO(frame)).convert("RGB")
+        return img.getpixel((img.width - 2, img.height - 2))  # type: ignore[return-value]
+
+    def paint(colour: str) -> None:
+        subprocess.run(["xsetroot", "-display", f":{sb.display}", "-solid", colour], check=True)
+
+    # The picture at once, then nothing while the screen is still (no capture costs nothing).
+    assert wait_for(lambda: len(frames) >= 1, 2)
+    time.sleep(0.5)  # the start-up apps may still draw
+    still = len(frames)
+    time.sleep(1.0)
+    assert len(frames) == still, "frames of a still screen"
+    # A change reaches a frame promptly, with its pixels.
+    t0 = time.monotonic()
+    paint("#ff0000")
+    assert wait_for(lambda: any(corner(f)[0] > 200 and corner(f)[1] < 50 for _, f in frames[still:]), 1)
+    assert frames[-1][0] - t0 < 0.5
+    # Changes faster than the rate merge: at most ~10 frames a second, and the last change is shown.
+    before = len(frames)
+    t0 = time.monotonic()
+    for i in range(60):
+        paint(f"#00{(i * 4) % 256:02x}ff")
+        time.sleep(0.01)
+    spent = time.monotonic() - t0
+    assert wait_for(lambda: corner(frames[-1][1])[1] in range(228, 244) and corner(frames[-1][1])[2] > 200, 1)
+    assert len(frames) - before <= 10 * spent + 3, (len(frames) - before, spent)
+    # Stopped: no more frames.
+    sb.stop_screencast()
+    stopped = len(frames)
+    paint("#00ff00")
+    time.sleep(0.5)
+    assert len(frames) == stopped
+    # The display dying under a running screencast ends it with a reason (the viewers reconnect).
+    sb.start_screencast(lambda f: frames.append((time.monotonic(), f)), max_fps=10, on_end=ended.append)
+    os.kill(sb.xvfb.pid, signal.SIGKILL)
+    assert wait_for(lambda: ended, 3), "no end reported"
+    assert f":{sb.display}" in ended[0]

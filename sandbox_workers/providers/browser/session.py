@@ -391,10 +391,17 @@ class BrowserSession(Provider):
 
     # --- screencast -------------------------------------------------------------------------------
 
-    def start_screencast(self, on_frame: Callable[[bytes], None], *, max_fps: float = 10.0) -> None:
+    def start_screencast(
+        self,
+        on_frame: Callable[[bytes], None],
+        *,
+        max_fps: float = 10.0,
+        on_end: Callable[[str], None] | None = None,
+    ) -> None:
         """CDP Page.startScreencast (JPEG q60); `on_frame` runs on its own thread, at most `max_fps`.
 
-        It follows the sandbox to a new page (reset, restore, navigation after virtual time).
+        It follows the sandbox to a new page (reset, restore, navigation after virtual time), so it
+        never ends by itself (`on_end` is not called).
         """
         self.stop_screencast()
         self._cast = Screencast(on_frame, max_fps, self.sandbox_id, (self.profile.width, self.profile.height))

@@ -24,6 +24,7 @@ from sandbox_workers.base import (
 )
 from sandbox_workers.display.capture import Grabber
 from sandbox_workers.display.x11 import Settle, XSession, server_alive
+from sandbox_workers.display.xcast import XScreencast
 from sandbox_workers.mcp.hub import McpHub
 from sandbox_workers.providers.confine.bwrap import SANDBOX_HOME, Confinement
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
@@ -76,6 +77,8 @@ class DesktopPlumbing(Provider):
         """Apps started by `launch` and commands left running by exec: killed on reset."""
         self.x: XSession | None = None
         self.grabber: Grabber | None = None
+        self.cast: XScreencast | None = None
+        """The live screencast (display.xcast) while viewers watch: its own thread and X connections."""
         self.mcp_hub: McpHub | None = None
         """The sandbox's MCP servers (sandbox_workers.mcp), made on first use; stopped with its processes."""
         self._stopped = False
@@ -271,6 +274,27 @@ class DesktopPlumbing(Provider):
         self.grabber = Grabber(f":{self.display}")
         return self.grabber.screenshot(fmt, quality)
 
+    def start_screencast(
+        self,
+        on_frame: Callable[[bytes], None],
+        *,
+        max_fps: float = 10.0,
+        on_end: Callable[[str], None] | None = None,
+    ) -> None:
+        """JPEG frames (q60) when the screen changes (XDamage), at most `max_fps`, on a thread of their
+        own; `on_end(reason)` if the display fails under it (see display.xcast)."""
+        self._require_infra()
+        self.stop_screencast()
+        self.cast = XScreencast(
+            f":{self.display}", on_frame, max_fps=max_fps, on_end=on_end, name=self.sandbox_id
+        )
+
+    def stop_screencast(self) -> None:
+        """Stop the screencast; safe when none runs."""
+        cast, self.cast = self.cast, None
+        if cast is not None:
+            cast.stop()
+
     def _kill_sandbox(self) -> None:
         """Kill every process inside the sandbox (not Xvfb, x11vnc)."""
         if self.mcp_hub is not None:
@@ -282,6 +306,7 @@ class DesktopPlumbing(Provider):
         self.holder, self.session, self.launched = None, [], []
 
     def _kill_infra(self) -> None:
+        self.stop_screencast()
         for closeable in (self.x, self.grabber):
             if closeable is not None:
                 closeable.close()

@@ -23,7 +23,7 @@ from sandbox_workers.client import HostClient, LeasedSandbox
 from sandbox_workers.live.fanout import hubs_of_this_loop
 from tests.conftest import make_personas
 from tests.procs import wait_for
-from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc, keep_changing
 from tests.sandbox_workers.rfbclient import RfbClient
 from webapp.asgi import application
 from webapp.sandboxes.consumers import sandbox_input_group
@@ -145,6 +145,7 @@ def test_screencast_delivers_jpegs_of_the_screen(desktop):
         await comm.disconnect()
         return frames
 
+    keep_changing(leased, 3)  # a still screen sends one frame
     frames = async_to_sync(scenario)()
     screen = leased.observe(fmt="png").screenshot
     for frame in frames:
@@ -182,6 +183,7 @@ def test_screencast_viewers_in_one_process_share_one_host_socket(desktop):
             await comm.disconnect()
         return counts, hubs, host_live
 
+    keep_changing(leased, 4)
     counts, hubs, host_live = async_to_sync(scenario)()
     # The web process holds one host socket for the three viewers, at the fastest one's rate…
     assert hubs == {("host", row.host.api_url, row.external_id): (3, 10)}, hubs
