@@ -1,27 +1,28 @@
-"""Live view: how fast a screen change reaches a viewer, and what many viewers of one sandbox cost.
+"""Live view: how fast a screen change reaches viewers, and what many viewers cost.
 
-    python bench/liveview_bench.py [--changes 30] [--viewers 1,10,20] [--seconds 8] [--webrtc-viewers 1,5]
+    python bench/liveview_bench.py [--viewers 1,10,20,50] [--changes 200] [--seconds 8] [--wall 32]
+                                   [--transport screencast] [--python-clients]
 
 Starts its own pieces on a throwaway SQLite database: daphne serving the web app (the real ASGI app,
-the real Redis channel layer at REDIS_URL), a sandbox host with one light desktop (xterm) that
-heartbeats into it, and viewers in this process that go through the web app's relays exactly as a
-browser does (session cookie + ticket):
+the real Redis channel layer at REDIS_URL, collected static files) and a sandbox host with one light
+desktop (xterm) that heartbeats into it. The viewers are real headless Chromium pages (one browser)
+opening the product's live page (`/sandboxes/<pk>/live/?transport=…`), so each one runs the product's
+live-view component; bench/liveview_pages.py instruments them to time when pixels land.
 
-- noVNC path: a minimal RFB client (Raw encoding, always one incremental update request in flight,
-  as noVNC does) over /ws/sandboxes/<pk>/vnc/ → daphne → host /vnc → x11vnc.
-- WebRTC path: an aiortc client; daphne's aiortc peer encodes the host's screencast (JPEG at 30 fps).
+- Changes: the bench sets the root window's colour with `xsetroot -solid` against the sandbox's X
+  display directly and times until each viewer's canvas (or video frame) has the new colour in the
+  bottom-right corner (the root window, away from the xterm). The figure is from xsetroot's exit (it
+  has flushed its requests to the X server by then) to the drawImage that put the pixels in the
+  viewer's canvas. A series of --changes changes, one every --interval s; a change no viewer frame ever
+  showed within 3 s is counted missing, per viewer.
+- Throughput: while a loop changes the colour every ~30 ms, the pages draw for --seconds; frames per
+  second per viewer (min and median), and the CPU of daphne, of the host (with Xvfb, x11vnc and the
+  sandbox) and of Chromium (the viewers, for scale) over that window. 100 % is one core.
+- Wall: a second host with --wall desktops, each changing colour every second; one page of the wall
+  (thumbnails at 2 fps) for --seconds: the longest time any thumbnail went without a frame.
 
-Latency: the bench changes the root window's colour by running `xsetroot -solid` against the
-sandbox's X display directly (not through the host's exec API: that holds the sandbox's one worker
-thread, which the screencast also needs) and times until a viewer's pixel in the bottom-right corner
-(root window, away from the xterm) has the new colour. Two bounds are printed: from just before
-starting xsetroot (an upper bound: includes starting the process) and from its exit (xsetroot has
-flushed its requests to the X server by then; a lower bound, ≤ 0 when the pixels win the race).
-
-Throughput: while a loop changes the colour every ~30 ms, N viewers watch for --seconds; prints
-updates (frames) per second per viewer and the CPU of daphne and of the host (with its children:
-Xvfb, x11vnc, the sandbox) over that window.
-"""
+--python-clients adds the earlier figures from viewers in this process (a minimal RFB client over the
+noVNC relay, and aiortc WebRTC clients)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,7 @@ class Site:
             DEBUG="0",
             SECURE_COOKIES="0",
             CHANNELS_PREFIX="bench-live-" + secrets.token_hex(4),
+            DJANGO_ALLOW_ASYNC_UNSAFE="1",  # the ORM beside Playwright's sync API (its loop in this thread)
         )
         import django
 
@@ -304,21 +306,140 @@ def ms(values: list[float]) -> str:
             f"(n={len(values)})")  # fmt: skip
 
 
+def page_latency(viewers: Any, display: str, changes: int, interval: float) -> dict[str, Any]:
+    """Change the colour `changes` times; per viewer and change, from xsetroot's exit to its pixels."""
+    viewers.clear()
+    marks: list[tuple[tuple[int, int, int], float, float]] = []
+    for i in range(changes):
+        c = colour(i)
+        t0 = time.time()
+        set_root(display, c)
+        marks.append((c, t0, time.time()))
+        time.sleep(max(0.0, interval - (time.time() - t0)))
+    time.sleep(3)
+    stats = viewers.stats()
+    lat: list[float] = []
+    missing = [0] * len(stats)
+    for k, page in enumerate(stats):
+        for c, t0, t1 in marks:
+            hit = next((t for r, g, b, t in page.seen if t >= t0 and close((r, g, b), c, 12)), None)
+            if hit is None or hit - t0 > 3:
+                missing[k] += 1
+            else:
+                lat.append((hit - t1) * 1000)
+    return {"latency": lat, "missing": missing}
+
+
+def page_throughput(viewers: Any, display: str, seconds: float, pids: dict[str, int]) -> dict[str, Any]:
+    """Frames per second per viewer and CPU while the colour changes every ~30 ms."""
+    stop = time.time() + seconds + 2
+
+    def change() -> None:
+        i = 0
+        while time.time() < stop:
+            set_root(display, colour(i))
+            i += 1
+            time.sleep(0.03)
+
+    import threading
+
+    changer = threading.Thread(target=change, daemon=True)
+    changer.start()
+    time.sleep(1)
+    trees = {name: tree(pid) for name, pid in pids.items()}
+    before = viewers.stats()
+    cpu0, w0 = {n: cpu_of(t) for n, t in trees.items()}, time.perf_counter()
+    time.sleep(seconds)
+    cpu1, w1 = {n: cpu_of(t) for n, t in trees.items()}, time.perf_counter()
+    after = viewers.stats()
+    changer.join()
+    fps = [(b.frames - a.frames) / (b.at - a.at) for a, b in zip(before, after, strict=True)]
+    return {"fps": fps, **{f"cpu_{n}": 100 * (cpu1[n] - cpu0[n]) / (w1 - w0) for n in trees}}
+
+
+def wall_bench(site: Site, playwright: Any, n: int, seconds: float, var: Path) -> dict[str, Any]:
+    """A second host with `n` desktops, each changing colour every second; one wall page watches."""
+    import threading
+
+    from bench.liveview_pages import Viewers
+    from webapp.sandboxes.models import Sandbox
+
+    port = free_port()
+    wall = {"provider": "xdesktop", "min_idle": n, "max_total": n, "options": {"apps": ["xterm"]}}
+    profiles = {"wall": wall}
+    args = [sys.executable, "-m", "sandbox_workers.host", "--port", str(port), "--name", "bench-wall",
+            "--var-dir", str(var / "wall-host"), "--profiles", json.dumps(profiles), "--slot-base", "200",
+            "--web-url", site.url, "--heartbeat", "1"]  # fmt: skip
+    log_path = var / "wall-host.log"
+    with process(args, ready=port_open(port), env=os.environ.copy(), log_path=log_path, timeout=300):
+        ok = wait_for(lambda: Sandbox.objects.filter(profile="wall", state="idle").count() >= n, timeout=300)
+        assert ok, f"the wall's {n} desktops did not all start (log {var / 'wall-host.log'})"
+        displays = [str(s.endpoints["display"]) for s in Sandbox.objects.filter(profile="wall")]
+        pks = {str(s.pk) for s in Sandbox.objects.filter(profile="wall")}
+        stop = time.time() + seconds + 15
+
+        def change() -> None:  # every desktop once a second, spread over the second
+            i = 0
+            while time.time() < stop:
+                set_root(displays[i % n], colour(i))
+                i += 1
+                time.sleep(max(0.0, 1.0 / n - 0.002))
+
+        changer = threading.Thread(target=change, daemon=True)
+        changer.start()
+        viewers = Viewers(playwright, site.url, *site.cookie.split("=", 1))
+        try:
+            viewers.context.set_default_timeout(120_000)
+            page = viewers.context.new_page()
+            page.set_viewport_size({"width": 1920, "height": 1080})
+            page.goto(site.url + "/sandboxes/wall/", wait_until="domcontentloaded")
+            viewers.pages.append(page)
+            deadline = time.time() + 60
+            while time.time() < deadline and not pks <= set(viewers.tiles()):
+                time.sleep(0.5)
+            time.sleep(5)  # every tile connected and drawing
+            viewers.clear()
+            t0 = time.time()
+            time.sleep(seconds)
+            t1 = time.time()
+            tiles = viewers.tiles()
+        finally:
+            viewers.close()
+        changer.join()
+    gaps = []
+    for pk in pks:
+        times = [t for t in tiles.get(pk, []) if t0 <= t <= t1]
+        edges = [t0, *times, t1]
+        gaps.append(max(b - a for a, b in zip(edges, edges[1:], strict=False)))
+    return {"tiles": len(pks), "max_gap": max(gaps), "median_gap": statistics.median(gaps),
+            "live": sum(1 for g in gaps if g <= 2.0)}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--changes", type=int, default=30)
-    parser.add_argument("--viewers", default="1,10,20", help="VNC viewer counts")
-    parser.add_argument("--webrtc-viewers", default="1,5", help="WebRTC viewer counts (each decodes here)")
+    parser.add_argument("--viewers", default="1,10,20,50", help="browser viewer counts of one sandbox")
+    parser.add_argument("--transport", default="screencast", choices=["screencast", "webrtc", "vnc"])
+    parser.add_argument("--changes", type=int, default=200)
+    parser.add_argument("--interval", type=float, default=0.2, help="seconds between the series' changes")
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--wall", type=int, default=32, help="desktops on the wall (0: no wall)")
+    parser.add_argument("--python-clients", action="store_true", help="also in-process RFB/aiortc clients")
+    parser.add_argument("--py-viewers", default="1,10,20", help="with --python-clients: VNC viewer counts")
+    parser.add_argument("--webrtc-viewers", default="1,5", help="with --python-clients: WebRTC viewer counts")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     for noisy in ("aioice", "aiortc", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     var = Path(tempfile.mkdtemp(prefix="liveview-bench-"))
     site = Site(var)
+    from django.core.management import call_command
+    from playwright.sync_api import sync_playwright
+
+    from bench.liveview_pages import Viewers
     from sandbox_workers.client import HostClient
     from webapp.sandboxes.models import Sandbox
 
+    call_command("collectstatic", "--no-input", verbosity=0)
     daphne_args = [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(site.port),
                    "webapp.asgi:application"]  # fmt: skip
     host_port = free_port()
@@ -332,6 +453,7 @@ def main() -> None:
         process(
             host_args, ready=port_open(host_port), env=env, log_path=var / "host.log", timeout=90
         ) as host,
+        sync_playwright() as pw,
     ):
         assert wait_for(lambda: Sandbox.objects.filter(state="idle", endpoints__has_key="vnc").exists(),
                         timeout=120, interval=0.3), f"no sandbox registered (logs in {var})"  # fmt: skip
@@ -340,27 +462,69 @@ def main() -> None:
             sandbox = Sandbox.objects.get(external_id=leased.info.sandbox_id)
             display = str(sandbox.endpoints["display"])
             shot = leased.observe(fmt="png").screenshot
-            print(f"live view bench: one light desktop {shot.width}x{shot.height}, daphne + host on "
-                  f"{psutil.cpu_count()} cores; viewers in this process\n")  # fmt: skip
-            print("screen change (xsetroot) -> pixels at the viewer")
-            for path in ("vnc", "webrtc"):
-                lat = asyncio.run(latency(site, sandbox, display, args.changes, path))
-                name = "noVNC relay (RFB Raw)" if path == "vnc" else "WebRTC (aiortc, VP8)"
-                print(f"  {name:24s} from before xsetroot  {ms(lat['upper'])}")
-                print(f"  {'':24s} from xsetroot exit    {ms(lat['lower'])}")
-            print("\nmany viewers of one sandbox (screen changing every ~30 ms)")
-            plans = [("vnc", int(n)) for n in args.viewers.split(",") if n]
-            plans += [("webrtc", int(n)) for n in args.webrtc_viewers.split(",") if n]
-            for path, n in plans:
-                r = asyncio.run(
-                    throughput(site, sandbox, display, n, args.seconds, path, daphne.pid, host.pid)
-                )
-                print(f"  {path:6s} {n:3d} viewer(s): {r['fps_mean']:5.1f} fps per viewer"
-                      f" (min {r['fps_min']:5.1f})  daphne CPU {r['daphne_cpu']:5.0f}%"
-                      f"  host+sandbox CPU {r['host_cpu']:5.0f}%"
-                      f"  (100% = one core)", flush=True)  # fmt: skip
+            print(f"live view bench: one light desktop {shot.width}x{shot.height}; daphne, the host and "
+                  f"headless Chromium viewers (the product's live page, {args.transport}) on "
+                  f"{psutil.cpu_count()} cores; 100% CPU = one core\n")  # fmt: skip
+            print(f"viewers  change->pixels p50   p95   missing (of {args.changes}/viewer)"
+                  "   fps/viewer min  median   CPU daphne  host  chromium")  # fmt: skip
+            url = f"{site.url}/sandboxes/{sandbox.pk}/live/?transport={args.transport}"
+            pids = {"daphne": daphne.pid, "host": host.pid}
+            viewers = Viewers(pw, site.url, *site.cookie.split("=", 1))
+            chromium_pid = chromium_root()
+            if chromium_pid:
+                pids["chromium"] = chromium_pid
+            else:
+                pids.pop("chromium")
+            try:
+                for n in [int(v) for v in args.viewers.split(",") if v]:
+                    viewers.open(url, n - len(viewers.pages))
+                    time.sleep(2)
+                    lat = page_latency(viewers, display, args.changes, args.interval)
+                    thr = page_throughput(viewers, display, args.seconds, pids)
+                    fps, missing = thr["fps"], lat["missing"]
+                    p50 = percentile(lat["latency"], 50) if lat["latency"] else float("nan")
+                    p95 = percentile(lat["latency"], 95) if lat["latency"] else float("nan")
+                    print(f"{n:7d}  {p50:20.0f} ms {p95:4.0f} ms"
+                          f"   max {max(missing):4d} total {sum(missing):5d}"
+                          f"        {min(fps):14.1f} {statistics.median(fps):7.1f}"
+                          f"   {thr['cpu_daphne']:9.0f}% {thr['cpu_host']:4.0f}%"
+                          f" {thr.get('cpu_chromium', float('nan')):8.0f}%", flush=True)  # fmt: skip
+            finally:
+                viewers.close()
+            if args.wall:
+                w = wall_bench(site, pw, args.wall, args.seconds * 2, var)
+                print(f"\nwall of {w['tiles']} desktops (thumbnails at 2 fps, each desktop changing once a "
+                      f"second): longest time without a frame {w['max_gap']:.2f} s (median tile "
+                      f"{w['median_gap']:.2f} s); {w['live']}/{w['tiles']} tiles updated at least every 2 s",
+                      flush=True)  # fmt: skip
+            if args.python_clients:
+                python_clients(site, sandbox, display, args, daphne.pid, host.pid)
             leased.release()
     print(f"\nlogs: {var}")
+
+
+def chromium_root() -> int:
+    """The pid of the newest Chromium browser this bench's Playwright started (its tree: the viewers)."""
+    mine = [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
+    roots = [p for p in mine if not (p.parent() and "chrom" in p.parent().name().lower())]
+    return max(roots, key=lambda p: p.create_time()).pid if roots else 0
+
+
+def python_clients(site: Site, sandbox: Any, display: str, args: Any, daphne_pid: int, host_pid: int) -> None:
+    """The earlier figures: viewers in this process (RFB Raw over the noVNC relay; aiortc WebRTC)."""
+    print("\nviewers in this process: screen change (xsetroot) -> pixels")
+    for path in ("vnc", "webrtc"):
+        lat = asyncio.run(latency(site, sandbox, display, 30, path))
+        name = "noVNC relay (RFB Raw)" if path == "vnc" else "WebRTC (aiortc, VP8)"
+        print(f"  {name:24s} from before xsetroot  {ms(lat['upper'])}")
+        print(f"  {'':24s} from xsetroot exit    {ms(lat['lower'])}")
+    plans = [("vnc", int(n)) for n in args.py_viewers.split(",") if n]
+    plans += [("webrtc", int(n)) for n in args.webrtc_viewers.split(",") if n]
+    for path, n in plans:
+        r = asyncio.run(throughput(site, sandbox, display, n, args.seconds, path, daphne_pid, host_pid))
+        print(f"  {path:6s} {n:3d} viewer(s): {r['fps_mean']:5.1f} fps per viewer"
+              f" (min {r['fps_min']:5.1f})  daphne CPU {r['daphne_cpu']:5.0f}%"
+              f"  host+sandbox CPU {r['host_cpu']:5.0f}%", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -114,18 +114,25 @@ def ticket(request: HttpRequest, pk: int) -> JsonResponse:
 @require_GET
 @page_requires()
 def live(request: HttpRequest, pk: int) -> HttpResponse:
-    """The full live view of one sandbox: noVNC, WebRTC or screencast; view-only unless asked."""
+    """The full live view of one sandbox: noVNC, WebRTC or screencast; view-only unless asked.
+
+    Watching, the page takes the screencast by default: every viewer of a sandbox shares its one
+    capture (sandbox_workers.live.fanout). Controlling, noVNC where the sandbox has it."""
     sandbox, access = _visible_sandbox(request, pk)
     transports = _transports(sandbox)
-    transport = request.GET.get("transport", transports[0])
+    mode = CONTROL if access == CONTROL and request.GET.get("mode") == CONTROL else VIEW
+    default = transports[0] if mode == CONTROL else "screencast"
+    transport = request.GET.get("transport", default)
     if transport not in transports:
-        transport = transports[0]
+        transport = default
+    if transport == "screencast":
+        mode = VIEW  # it carries no input
     context = {
         "sandbox": sandbox,
         "access": access,
         "transports": transports,
         "transport": transport,
-        "mode": CONTROL if access == CONTROL and request.GET.get("mode") == CONTROL else VIEW,
+        "mode": mode,
         "view_area": _view_area(sandbox),
     }
     return render(request, "sandboxes/live.html", context)

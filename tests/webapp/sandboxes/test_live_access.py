@@ -244,6 +244,26 @@ def test_ticket_view_refuses_get_unknown_sandboxes_and_anonymous(world):
     assert Client().post(reverse("sandboxes:ticket", args=[sandbox.pk])).status_code == 302
 
 
+def test_watching_takes_the_shared_screencast_and_control_takes_novnc(world):
+    people, sandbox, _, _ = world
+    url = reverse("sandboxes:live", args=[sandbox.pk])
+
+    def shown(user, query: str = "") -> tuple[str, str]:
+        page = session_of(user).get(url + query).content.decode()
+        live = page[page.index('data-testid="live"') :]
+        transport = live.split('data-transport="', 1)[1].split('"', 1)[0]
+        return transport, live.split('data-mode="', 1)[1].split('"', 1)[0]
+
+    # Watching never opens an upstream of its own: every viewer shares the one capture.
+    assert shown(people.annotator) == ("screencast", "view")
+    assert shown(people.researcher) == ("screencast", "view")
+    assert shown(people.researcher, "?mode=control") == ("vnc", "control")
+    assert shown(people.researcher, "?transport=webrtc&mode=control") == ("webrtc", "control")
+    assert shown(people.researcher, "?transport=screencast&mode=control") == ("screencast", "view")
+    assert shown(people.annotator, "?mode=control") == ("screencast", "view")  # view access only
+    assert shown(people.researcher, "?transport=nope") == ("screencast", "view")
+
+
 def test_the_overview_links_to_live_views_and_the_wall(world):
     people, sandbox, _, _ = world
     page = session_of(people.researcher).get(reverse("sandboxes:overview")).content.decode()
