@@ -7,6 +7,7 @@ deployment fails at start-up instead of silently falling back to a default.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -104,6 +105,40 @@ def env_url(
     if parts.scheme not in ("sqlite", "unix") and not parts.hostname:
         raise ImproperlyConfigured(f"{name}={value!r} has no host")
     return value
+
+
+ICE_SCHEMES = ("stun:", "turn:", "turns:")
+
+
+def env_ice_servers(name: str, *, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """WebRTC ICE servers as JSON, the browser's RTCIceServer list: [{"urls": "stun:host:3478"},
+    {"urls": ["turn:host:3478?transport=udp", "turns:host:5349"], "username": "u", "credential": "p"}].
+    Unset: none (host candidates only: loopback and the LAN)."""
+    value = _raw(name, environ)
+    if value is None:
+        return []
+    try:
+        servers = json.loads(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not JSON: {exc}") from None
+    if not isinstance(servers, list):
+        raise ImproperlyConfigured(f"{name} must be a JSON list of ICE servers")
+    out = []
+    for i, server in enumerate(servers):
+        if not isinstance(server, dict) or "urls" not in server:
+            raise ImproperlyConfigured(f"{name}[{i}] must be an object with urls")
+        urls = server["urls"] if isinstance(server["urls"], list) else [server["urls"]]
+        if not urls or not all(isinstance(u, str) and u.startswith(ICE_SCHEMES) for u in urls):
+            raise ImproperlyConfigured(f"{name}[{i}].urls must be stun:, turn: or turns: URLs")
+        unknown = set(server) - {"urls", "username", "credential"}
+        if unknown:
+            raise ImproperlyConfigured(f"{name}[{i}] has unknown keys {sorted(unknown)}")
+        turn = any(u.startswith(("turn:", "turns:")) for u in urls)
+        creds = {k: server[k] for k in ("username", "credential") if k in server}
+        if turn and not (isinstance(creds.get("username"), str) and isinstance(creds.get("credential"), str)):
+            raise ImproperlyConfigured(f"{name}[{i}]: a TURN server needs a username and a credential")
+        out.append({"urls": urls, **creds})
+    return out
 
 
 def private_dir(path: Path) -> None:

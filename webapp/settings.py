@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from webapp.env import database_config, env_bool, env_int, env_list, env_str, env_url
+from webapp.env import database_config, env_bool, env_ice_servers, env_int, env_list, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("FLYWHEEL_VAR_DIR", str(BASE_DIR / "var")))
@@ -145,6 +145,11 @@ POLICY_SERVER_TOKEN = env_str("POLICY_SERVER_TOKEN", "") or (
 POLICY_SERVER_GRACE_S = env_int("POLICY_SERVER_GRACE_S", 30, minimum=1)
 # Live view tickets (signed, tied to the session): how long one may wait before its socket connects.
 LIVE_TICKET_SECONDS = env_int("LIVE_TICKET_SECONDS", 60, minimum=1)
+# WebRTC beyond loopback: STUN/TURN servers (JSON, see webapp.env.env_ice_servers) for the browsers and
+# the server's peers; a page whose peer has not connected in LIVE_WEBRTC_CONNECT_S (ICE failed: UDP
+# blocked, no TURN) falls back to a WebSocket transport by itself.
+LIVE_ICE_SERVERS = env_ice_servers("LIVE_ICE_SERVERS")
+LIVE_WEBRTC_CONNECT_S = env_int("LIVE_WEBRTC_CONNECT_S", 8, minimum=1)
 # Rollouts: a running episode whose worker has been silent this long is reaped and re-run; a queued
 # one that no worker started in ROLLOUT_REQUEUE_SECONDS is enqueued again (starting it is idempotent).
 ROLLOUT_STALE_SECONDS = env_int("ROLLOUT_STALE_SECONDS", 90, minimum=2)

@@ -10,6 +10,11 @@
 //
 // Zoom only changes how the screen is drawn: the sandbox, its screenshots and every coordinate that
 // toScreen() returns stay in screen pixels. noVNC scales itself, so only the screencast and WebRTC zoom.
+//
+// WebRTC uses the deployment's STUN/TURN servers (the ticket carries them). A peer that has not
+// connected within the ticket's connect_timeout_s (ICE failed: UDP blocked, no TURN) falls back by
+// itself to `fallback` ({transport, mode}: by default noVNC to control, the screencast to watch; null:
+// none) and says so with the status "fallback".
 
 import { attach } from "./recorder.js";
 
@@ -37,7 +42,9 @@ export function mount(el, options) {
     options || {});
   const sandbox = opts.sandbox;
   const ticketUrl = opts.ticketUrl || `/sandboxes/${sandbox}/ticket/`;
-  const control = opts.mode === "control";
+  let control = opts.mode === "control";
+  const fallback = opts.fallback !== undefined ? opts.fallback
+    : (control ? { transport: "vnc", mode: "control" } : { transport: "screencast", mode: "view" });
 
   const box = document.createElement("div");
   box.className = "live-box";
@@ -62,7 +69,7 @@ export function mount(el, options) {
   let retryTimer = null;
   let session = null; // the current transport: {drawn(), size(), close()}
   let focus = opts.focus; // the screen area to fit into the box, in screen pixels; null: the whole screen
-  const zoomable = opts.transport !== "vnc";
+  let zoomable = opts.transport !== "vnc";
 
   function status(state, detail) {
     box.dataset.state = state;
@@ -177,6 +184,21 @@ export function mount(el, options) {
     syncOverlay();
   }
 
+  // WebRTC could not connect: go on over the fallback WebSocket transport (or retry, without one).
+  function fallBack(why) {
+    if (closed) return;
+    if (!fallback || opts.transport === fallback.transport) { dropped(0, why); return; }
+    if (session) { try { session.close(); } catch (e) { /* already gone */ } session = null; }
+    opts.transport = fallback.transport;
+    opts.mode = fallback.mode;
+    control = opts.mode === "control";
+    zoomable = opts.transport !== "vnc";
+    box.dataset.transport = opts.transport;
+    box.dataset.mode = opts.mode;
+    status("fallback", `WebRTC did not connect (${why}); using ${opts.transport}`);
+    connect();
+  }
+
   // --- noVNC: raw RFB over the relay; the server filters input on view tickets anyway -------------
   async function startVnc(url) {
     const { default: RFB } = await import(NOVNC);
@@ -239,22 +261,29 @@ export function mount(el, options) {
   }
 
   // --- WebRTC: a recvonly video track; in control mode an "input" data channel --------------------
-  async function startWebRtc(url) {
+  async function startWebRtc(url, ticket) {
     const video = document.createElement("video");
     video.className = "live-screen";
     Object.assign(video, { autoplay: true, muted: true, playsInline: true });
     stage.replaceChildren(video);
-    const pc = new RTCPeerConnection({ iceServers: [] });
+    const pc = new RTCPeerConnection({ iceServers: ticket.ice_servers || [] });
+    let peerUp = false;
     pc.addTransceiver("video", { direction: "recvonly" });
     const channel = control ? pc.createDataChannel("input", { ordered: true }) : null;
     const ws = new WebSocket(url);
     let me = null;
     const failed = (why, code) => { if (session === me) dropped(code || 0, why); };
+    // Never connected in time (or ICE failed first): this network does not carry WebRTC.
+    const connectTimer = setTimeout(() => {
+      if (session === me && !peerUp) fallBack(`no connection in ${ticket.connect_timeout_s || 8} s`);
+    }, (ticket.connect_timeout_s || 8) * 1000);
     pc.ontrack = (ev) => { video.srcObject = ev.streams[0] || new MediaStream([ev.track]); };
     video.addEventListener("loadedmetadata", () => { fit(video, video.videoWidth, video.videoHeight); connected(); });
     video.addEventListener("resize", () => fit(video, video.videoWidth, video.videoHeight));
     pc.onconnectionstatechange = () => {
-      if (pc.connectionState === "failed" || pc.connectionState === "closed") failed(`peer ${pc.connectionState}`);
+      if (pc.connectionState === "connected") { peerUp = true; clearTimeout(connectTimer); }
+      if (pc.connectionState === "failed" && !peerUp) { if (session === me) fallBack("ICE failed"); }
+      else if (pc.connectionState === "failed" || pc.connectionState === "closed") failed(`peer ${pc.connectionState}`);
     };
     ws.onmessage = async (ev) => {
       const msg = JSON.parse(ev.data);
@@ -279,7 +308,9 @@ export function mount(el, options) {
       drawn: () => (video.videoWidth ? video : null),
       size: () => ({ width: video.videoWidth, height: video.videoHeight }),
       refit: () => fit(video, video.videoWidth, video.videoHeight),
-      close: () => { unbind(); ws.onclose = null; ws.close(); pc.close(); stage.replaceChildren(); },
+      close: () => {
+        clearTimeout(connectTimer); unbind(); ws.onclose = null; ws.close(); pc.close(); stage.replaceChildren();
+      },
     };
     return me;
   }

@@ -184,15 +184,26 @@ function startLive() {
     // switch to the whole screen. Clicks still map to screen pixels (live.toScreen).
     focus: zoomTo === "area" ? viewArea : null,
     ticketUrl: root.dataset.ticketUrl,
-    onStatus: (s) => { root.dataset.live = s.state; if (s.state === "denied") say(`Live view refused: ${s.detail}`, true); },
+    // No WebRTC on this network: watch over a WebSocket transport; input then goes through the session
+    // socket, as without WebRTC.
+    fallback: { transport: root.dataset.fallback || "screencast", mode: "view" },
+    onStatus: (s) => {
+      root.dataset.live = s.state;
+      if (s.state === "denied") say(`Live view refused: ${s.detail}`, true);
+      if (s.state === "fallback") { say(s.detail); attachRecorder(); }
+    },
   });
-  if (!webrtc) {
-    recorder = attach(live.element, {
-      toScreen: (x, y) => live.toScreen(x, y),
-      send: (msg) => send(msg),
-      enabled: false,
-    });
-  }
+  if (!webrtc) attachRecorder();
+  renderControl();
+}
+
+function attachRecorder() {
+  if (recorder || !live) return;
+  recorder = attach(live.element, {
+    toScreen: (x, y) => live.toScreen(x, y),
+    send: (msg) => send(msg),
+    enabled: false,
+  });
   renderControl();
 }
 

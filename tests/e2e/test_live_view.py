@@ -1,5 +1,6 @@
-"""The live view in a real Chromium: noVNC over the web app's relay draws a real desktop sandbox; an
-outsider can open neither the page, nor a ticket, nor the socket."""
+"""The live view in a real Chromium: the shared screencast (watching), WebRTC and its fallback to the
+WebSocket transport draw a real desktop sandbox; an outsider can open neither the page, nor a ticket,
+nor the socket."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.conftest import Personas
-from tests.e2e.conftest import session_cookie
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, session_cookie
+from tests.e2e.netns import chromium_without_udp
 from tests.e2e.platform import site_with_host
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP
 from webapp.sandboxes.models import Sandbox
@@ -101,3 +103,50 @@ def test_researcher_sees_the_desktop_and_an_outsider_sees_nothing(
         sandbox.pk,
     )
     assert outsider.evaluate(OPEN_SOCKET, stolen) == 4403
+
+
+VIDEO_PLAYING = """() => { const v = document.querySelector('[data-testid=live] video');
+                           return Boolean(v && v.videoWidth > 0 && v.currentTime > 0); }"""
+
+
+def test_webrtc_plays_and_where_udp_is_blocked_the_page_falls_back_to_the_websocket_transport(
+    browser: Browser, personas: Personas, site: tuple[str, Sandbox], tmp_path: Path
+) -> None:
+    url, sandbox = site
+    box = "[data-testid=live] .live-box"
+    # On loopback WebRTC connects: the video plays.
+    page = page_as(browser, url, personas.researcher)
+    page.goto(f"/sandboxes/{sandbox.pk}/live/?transport=webrtc")
+    page.wait_for_function(VIDEO_PLAYING, timeout=30_000)
+    assert page.locator(box).get_attribute("data-transport") == "webrtc"
+    assert page.locator(box).get_attribute("data-state") == "connected"
+
+    # A browser on a network that carries the site's TCP and no UDP at all (its own network namespace,
+    # as behind a firewall that drops UDP, with no TURN server): ICE cannot connect, and the page goes
+    # on over the screencast by itself.
+    port = int(url.rsplit(":", 1)[1])
+    executable, bridge = chromium_without_udp(tmp_path, port, CHROMIUM)
+    blocked = browser.browser_type.launch(executable_path=executable, args=CHROMIUM_ARGS)
+    try:
+        context = blocked.new_context(base_url=url)
+        context.add_cookies([session_cookie(personas.researcher, url)])  # type: ignore[list-item]
+        page = context.new_page()
+        page.add_init_script(
+            """window.__states = [];
+               const Native = window.RTCPeerConnection;
+               window.RTCPeerConnection = function (...a) {
+                 const pc = new Native(...a);
+                 pc.addEventListener('connectionstatechange', () => window.__states.push(pc.connectionState));
+                 return pc; };"""
+        )
+        page.goto(f"/sandboxes/{sandbox.pk}/live/?transport=webrtc")
+        page.wait_for_function(
+            "() => document.querySelector('[data-testid=live] .live-box').dataset.transport === 'screencast'",
+            timeout=30_000,
+        )
+        page.wait_for_function(CANVAS_DRAWN, timeout=30_000)
+        assert page.locator(box).get_attribute("data-state") == "connected"
+        assert "connected" not in page.evaluate("window.__states")  # the peer never connected
+    finally:
+        blocked.close()
+        bridge.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from webapp.env import database_config, env_bool, env_int, env_list, env_str, env_url
+from webapp.env import database_config, env_bool, env_ice_servers, env_int, env_list, env_str, env_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,6 +32,30 @@ def test_env_int_checks_type_and_range():
         env_int("N", 3, environ={"N": "12a"})
     with pytest.raises(ImproperlyConfigured, match="below the minimum 1"):
         env_int("N", 3, minimum=1, environ={"N": "0"})
+
+
+def test_ice_servers_are_the_browsers_list_checked_at_start_up():
+    assert env_ice_servers("ICE", environ={}) == []
+    raw = (
+        '[{"urls": "stun:stun.example.org:3478"},'
+        ' {"urls": ["turn:turn.example.org:3478?transport=udp", "turns:turn.example.org:5349"],'
+        '  "username": "lab", "credential": "secret"}]'
+    )
+    assert env_ice_servers("ICE", environ={"ICE": raw}) == [
+        {"urls": ["stun:stun.example.org:3478"]},
+        {"urls": ["turn:turn.example.org:3478?transport=udp", "turns:turn.example.org:5349"],
+         "username": "lab", "credential": "secret"},
+    ]  # fmt: skip
+    for bad, why in [
+        ("stun:x", "not JSON"),
+        ('{"urls": "stun:x"}', "JSON list"),
+        ('[{"url": "stun:x"}]', r"ICE\[0\] must be an object with urls"),
+        ('[{"urls": "http://x"}]', "stun:, turn: or turns:"),
+        ('[{"urls": "turn:x:3478"}]', "needs a username and a credential"),
+        ('[{"urls": "stun:x", "password": "p"}]', "unknown keys"),
+    ]:
+        with pytest.raises(ImproperlyConfigured, match=why):
+            env_ice_servers("ICE", environ={"ICE": bad})
 
 
 def test_env_list_refuses_empty_items():

@@ -116,13 +116,15 @@ def session(request: HttpRequest, episode_id: int) -> HttpResponse:
         "game": task_game(task=episode.task),
         "is_annotator": episode.annotator_id == request.user.pk,
         "transport": _transport(request, episode),
+        # Where WebRTC cannot connect the page goes on over a WebSocket transport (input: the session socket).
+        "fallback": _transport(None, episode),
     }
     return render(request, "annotation/session.html", context)
 
 
-def _transport(request: HttpRequest, episode: Episode) -> str:
+def _transport(request: HttpRequest | None, episode: Episode) -> str:
     """noVNC for desktops, the screencast otherwise; `?transport=webrtc` (or screencast) on request."""
-    asked = request.GET.get("transport")
+    asked = request.GET.get("transport") if request is not None else None
     if asked in ("webrtc", "screencast"):
         return asked
     return "vnc" if episode.sandbox and episode.sandbox.provider == "xdesktop" else "screencast"

@@ -209,6 +209,7 @@ class WebRtcConsumer(_LiveConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         # aiortc (and its codecs) load only in a process that actually serves WebRTC.
+        from sandbox_workers.live.shared_video import shared_video
         from sandbox_workers.live.webrtc import ScreenPeer
 
         try:
@@ -226,13 +227,23 @@ class WebRtcConsumer(_LiveConsumer):
             return
         if self.peer is not None:
             await self.peer.close()
-        frames = shared_host_frames(
-            self.sandbox.host.api_url, settings.SANDBOX_HOST_TOKEN, self.sandbox.external_id, self.fps
+        api_url, sandbox_id, fps = self.sandbox.host.api_url, self.sandbox.external_id, self.fps
+
+        def frames() -> Any:
+            return shared_host_frames(api_url, settings.SANDBOX_HOST_TOKEN, sandbox_id, fps)
+
+        # Every WebRTC viewer of the sandbox in this process shares one decode and one VP8 encoding.
+        track = shared_video(("webrtc", api_url, sandbox_id, fps), frames, name=sandbox_id)
+        self.peer = ScreenPeer(
+            track,
+            on_input=self._input if self.claims.mode == CONTROL else None,
+            ice_servers=settings.LIVE_ICE_SERVERS,
         )
-        self.peer = ScreenPeer(frames, on_input=self._input if self.claims.mode == CONTROL else None)
         try:
             answer = await self.peer.answer(message["sdp"])
         except (LiveStreamError, ValueError) as exc:
+            await self.peer.close()  # its track leaves the shared video
+            self.peer = None
             await self.send_error(str(exc))
             return
         await self.send(text_data=json.dumps({"type": "answer", "sdp": answer}))

@@ -105,6 +105,9 @@ def ticket(request: HttpRequest, pk: int) -> JsonResponse:
         "transport": transport,
         "expires_in": settings.LIVE_TICKET_SECONDS,
     }
+    if transport == "webrtc":
+        body["ice_servers"] = settings.LIVE_ICE_SERVERS
+        body["connect_timeout_s"] = settings.LIVE_WEBRTC_CONNECT_S
     screen = sandbox.endpoints.get("screen")
     if isinstance(screen, dict) and {"width", "height"} <= screen.keys():
         body["screen"] = {"width": screen["width"], "height": screen["height"]}
@@ -134,6 +137,10 @@ def live(request: HttpRequest, pk: int) -> HttpResponse:
         "transport": transport,
         "mode": mode,
         "view_area": _view_area(sandbox),
+        # Where WebRTC cannot connect, the page goes on over a WebSocket transport by itself.
+        "fallback": {"transport": "vnc", "mode": CONTROL}
+        if mode == CONTROL and "vnc" in transports
+        else {"transport": "screencast", "mode": VIEW},
     }
     return render(request, "sandboxes/live.html", context)
 

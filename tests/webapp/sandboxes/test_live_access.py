@@ -235,6 +235,32 @@ def test_ticket_view_and_pages_per_persona(world, persona):
     assert tiles == (0 if VIEWS[persona][2] == 404 else (1 if persona == "annotator" else 2))
 
 
+def test_a_webrtc_ticket_carries_the_ice_servers_and_how_long_to_try(world, settings):
+    people, sandbox, _, _ = world
+    settings.LIVE_ICE_SERVERS = [{"urls": ["turn:turn.example.org:3478"], "username": "u", "credential": "c"}]
+    settings.LIVE_WEBRTC_CONNECT_S = 5
+    client = session_of(people.admin)
+    url = reverse("sandboxes:ticket", args=[sandbox.pk])
+    webrtc = client.post(url, {"mode": "view", "transport": "webrtc"}).json()
+    assert webrtc["ice_servers"] == settings.LIVE_ICE_SERVERS and webrtc["connect_timeout_s"] == 5
+    assert "ice_servers" not in client.post(url, {"mode": "view", "transport": "screencast"}).json()
+
+
+def test_the_servers_peer_uses_the_ice_servers() -> None:
+    from sandbox_workers.live.webrtc import ScreenPeer
+
+    servers = [
+        {"urls": ["stun:stun.example.org:3478"]},
+        {"urls": ["turn:t:3478"], "username": "u", "credential": "c"},
+    ]
+    peer = ScreenPeer(None, ice_servers=servers)  # type: ignore[arg-type]  # only configured
+    config = peer.pc._RTCPeerConnection__configuration  # aiortc keeps it private
+    assert [(s.urls, s.username, s.credential) for s in config.iceServers] == [
+        (["stun:stun.example.org:3478"], None, None), (["turn:t:3478"], "u", "c")
+    ]  # fmt: skip
+    assert ScreenPeer(None).pc._RTCPeerConnection__configuration.iceServers == []  # type: ignore[arg-type]
+
+
 def test_ticket_view_refuses_get_unknown_sandboxes_and_anonymous(world):
     people, sandbox, _, _ = world
     client = session_of(people.admin)

@@ -282,3 +282,61 @@ def test_webrtc_view_ticket_forwards_no_input(desktop):
         return got
 
     assert async_to_sync(scenario)() is False, "a view ticket's data-channel input was forwarded"
+
+
+def test_webrtc_viewers_share_one_decode_and_one_vp8_encoding(desktop):
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+
+    from sandbox_workers.live.shared_video import videos_of_this_loop
+
+    leased, row = desktop
+    api_url = row.host.api_url
+    people = make_personas()
+    viewers = []
+    for user in (people.admin, people.researcher, people.admin):
+        client, headers = session(user)
+        viewers.append((ticket_for(client, row, mode="view", transport="webrtc", fps=10), headers))
+
+    async def scenario() -> tuple[list[int], dict, dict]:
+        opened = []
+        for path, headers in viewers:
+            comm = WebsocketCommunicator(application, path, headers=headers)
+            assert (await comm.connect(timeout=20))[0]
+            pc = RTCPeerConnection()
+            pc.addTransceiver("video", direction="recvonly")
+            got: asyncio.Future = asyncio.get_running_loop().create_future()
+            pc.on("track", lambda track, got=got: got.done() or got.set_result(track))
+            await pc.setLocalDescription(await pc.createOffer())
+            await comm.send_to(text_data=json.dumps({"type": "offer", "sdp": pc.localDescription.sdp}))
+            answer = json.loads(await comm.receive_from(timeout=30))
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
+            opened.append((comm, pc, await asyncio.wait_for(got, timeout=30)))
+        counts = [0] * len(opened)
+
+        async def count(k: int, track) -> None:
+            while True:
+                frame = await track.recv()
+                assert (frame.width, frame.height) == (1280, 720)
+                counts[k] += 1
+
+        tasks = [asyncio.create_task(count(k, t)) for k, (_, _, t) in enumerate(opened)]
+        await asyncio.sleep(4)
+        videos = {k: (len(v.tracks), v.decoded, v.encoded) for k, v in videos_of_this_loop().items()}
+        host_live = (await asyncio.to_thread(HostClient(api_url, TOKEN).status))["live"]
+        for t in tasks:
+            t.cancel()
+        for comm, pc, _ in opened:
+            await pc.close()
+            await comm.disconnect()
+        return counts, videos, host_live
+
+    keep_changing(leased, 6)
+    counts, videos, host_live = async_to_sync(scenario)()
+    # One shared video for the three peers: each frame decoded and encoded once, not three times…
+    ((key, (tracks, decoded, encoded)),) = videos.items()
+    assert key == ("webrtc", api_url, row.external_id, 10.0) and tracks == 3, videos
+    assert encoded >= 10 and decoded <= encoded <= decoded + 10, videos  # (+ keyframes and idle repeats)
+    # …every peer decodes the stream it gets (a VP8 stream with a frame missing would not decode)…
+    assert min(counts) >= 10, counts
+    # …and the host sees one viewer: the web process's one socket.
+    assert host_live[row.external_id]["viewers"] == 1, host_live
