@@ -9,12 +9,12 @@ desktop (xterm) that heartbeats into it. The viewers are real headless Chromium 
 opening the product's live page (`/sandboxes/<pk>/live/?transport=…`), so each one runs the product's
 live-view component; bench/liveview_pages.py instruments them to time when pixels land.
 
-- Changes: the bench sets the root window's colour with `xsetroot -solid` against the sandbox's X
-  display directly and times until each viewer's canvas (or video frame) has the new colour in the
-  bottom-right corner (the root window, away from the xterm). The figure is from xsetroot's exit (it
-  has flushed its requests to the X server by then) to the drawImage that put the pixels in the
-  viewer's canvas. A series of --changes changes, one every --interval s; a change no viewer frame ever
-  showed within 3 s is counted missing, per viewer.
+- Changes: the bench sets the root window's colour against the sandbox's X display directly (one
+  persistent X connection; it returns once the X server has processed the change, XSync) and times
+  until each viewer's canvas (or video frame) has the new colour in the bottom-right corner (the root
+  window, away from the xterm): from the change in the X server to the drawImage that put the pixels
+  in the viewer's canvas. A series of --changes changes, one every --interval s; a change no frame of
+  a viewer ever showed within 3 s is counted missing for that viewer.
 - Throughput: while a loop changes the colour every ~30 ms, the pages draw for --seconds; frames per
   second per viewer (min and median), and the CPU of daphne, of the host (with Xvfb, x11vnc and the
   sandbox) and of Chromium (the viewers, for scale) over that window. 100 % is one core.
@@ -164,6 +164,27 @@ def set_root(display: str, c: tuple[int, int, int]) -> None:
     subprocess.run(["xsetroot", "-solid", hexcolour(c)], env={**os.environ, "DISPLAY": display}, check=True)
 
 
+class Painter:
+    """Sets a display's root window colour over one persistent X connection: starting xsetroot for
+    each change takes tens of ms on a loaded machine (hundreds with 50 browser pages), which would
+    slow the changes themselves. `paint` returns once the X server has processed the change (XSync)."""
+
+    def __init__(self, display: str) -> None:
+        from Xlib import display as xdisplay
+
+        self.d = xdisplay.Display(display)
+        self.root = self.d.screen().root
+
+    def paint(self, c: tuple[int, int, int]) -> None:
+        r, g, b = c
+        self.root.change_attributes(background_pixel=(r << 16) | (g << 8) | b)
+        self.root.clear_area(0, 0, 0, 0)
+        self.d.sync()
+
+    def close(self) -> None:
+        self.d.close()
+
+
 async def latency(site: Site, sandbox: Any, display: str, changes: int, path: str) -> dict[str, list[float]]:
     loop = asyncio.get_running_loop()
     upper: list[float] = []
@@ -307,15 +328,17 @@ def ms(values: list[float]) -> str:
 
 
 def page_latency(viewers: Any, display: str, changes: int, interval: float) -> dict[str, Any]:
-    """Change the colour `changes` times; per viewer and change, from xsetroot's exit to its pixels."""
+    """Change the colour `changes` times; per viewer and change, from the X server's change to its pixels."""
     viewers.clear()
     marks: list[tuple[tuple[int, int, int], float, float]] = []
+    painter = Painter(display)
     for i in range(changes):
         c = colour(i)
         t0 = time.time()
-        set_root(display, c)
+        painter.paint(c)
         marks.append((c, t0, time.time()))
         time.sleep(max(0.0, interval - (time.time() - t0)))
+    painter.close()
     time.sleep(3)
     stats = viewers.stats()
     lat: list[float] = []
@@ -335,11 +358,13 @@ def page_throughput(viewers: Any, display: str, seconds: float, pids: dict[str, 
     stop = time.time() + seconds + 2
 
     def change() -> None:
+        painter = Painter(display)
         i = 0
         while time.time() < stop:
-            set_root(display, colour(i))
+            painter.paint(colour(i))
             i += 1
             time.sleep(0.03)
+        painter.close()
 
     import threading
 
@@ -377,20 +402,12 @@ def wall_bench(site: Site, playwright: Any, n: int, seconds: float, var: Path) -
         displays = [str(s.endpoints["display"]) for s in Sandbox.objects.filter(profile="wall")]
         pks = {str(s.pk) for s in Sandbox.objects.filter(profile="wall")}
         stop = time.time() + seconds + 15
-        # One X connection per desktop: starting xsetroot 32 times a second would itself take seconds.
-        from Xlib import display as xdisplay
-
-        roots = [xdisplay.Display(d) for d in displays]
+        painters = [Painter(d) for d in displays]
 
         def change() -> None:  # every desktop once a second, spread over the second
             i = 0
             while time.time() < stop:
-                d = roots[i % n]
-                r, g, b = colour(i)
-                root = d.screen().root
-                root.change_attributes(background_pixel=(r << 16) | (g << 8) | b)
-                root.clear_area(0, 0, 0, 0)
-                d.flush()
+                painters[i % n].paint(colour(i))
                 i += 1
                 time.sleep(1.0 / n)
 
@@ -415,8 +432,8 @@ def wall_bench(site: Site, playwright: Any, n: int, seconds: float, var: Path) -
         finally:
             viewers.close()
         changer.join()
-        for d in roots:
-            d.close()
+        for p in painters:
+            p.close()
     gaps = []
     for pk in pks:
         times = [t for t in tiles.get(pk, []) if t0 <= t <= t1]

@@ -132,28 +132,7 @@ def test_view_mode_relay_closes_on_an_unknown_message(desktop):
     assert async_to_sync(scenario)()["code"] == 4400
 
 
-def test_screencast_delivers_jpegs_of_the_screen(desktop):
-    leased, row = desktop
-    client, headers = session(make_personas().admin)
-
-    path = ticket_for(client, row, mode="view", transport="screencast", fps=10)
-
-    async def scenario() -> list[bytes]:
-        comm = WebsocketCommunicator(application, path, headers=headers)
-        assert (await comm.connect(timeout=20))[0]
-        frames = [await comm.receive_from(timeout=20) for _ in range(3)]
-        await comm.disconnect()
-        return frames
-
-    keep_changing(leased, 3)  # a still screen sends one frame
-    frames = async_to_sync(scenario)()
-    screen = leased.observe(fmt="png").screenshot
-    for frame in frames:
-        assert isinstance(frame, bytes) and frame[:2] == b"\xff\xd8"
-        assert Image.open(io.BytesIO(frame)).size == (screen.width, screen.height)
-
-
-def test_screencast_viewers_in_one_process_share_one_host_socket(desktop):
+def test_screencast_viewers_get_jpegs_of_the_screen_through_one_shared_host_socket(desktop):
     leased, row = desktop
     people = make_personas()
     viewers = [(people.admin, 10), (people.researcher, 10), (people.admin, 2)]
@@ -163,28 +142,33 @@ def test_screencast_viewers_in_one_process_share_one_host_socket(desktop):
         paths.append((ticket_for(client, row, mode="view", transport="screencast", fps=fps), headers))
     host = HostClient(row.host.api_url, TOKEN)
 
-    async def scenario() -> tuple[list[int], dict, dict]:
+    async def scenario() -> tuple[list[int], dict, dict, set]:
         comms = []
         for path, headers in paths:
             comm = WebsocketCommunicator(application, path, headers=headers)
             assert (await comm.connect(timeout=20))[0]
             comms.append(comm)
         counts = [0] * len(comms)
+        sizes: set[tuple[int, int]] = set()
         end = asyncio.get_running_loop().time() + 3
         while (left := end - asyncio.get_running_loop().time()) > 0:
             for i, comm in enumerate(comms):
                 if not await comm.receive_nothing(timeout=min(left, 0.02), interval=0.005):
                     frame = await comm.receive_from()
-                    assert frame[:2] == b"\xff\xd8"
+                    assert isinstance(frame, bytes) and frame[:2] == b"\xff\xd8"
+                    if not counts[i]:
+                        sizes.add(Image.open(io.BytesIO(frame)).size)
                     counts[i] += 1
         hubs = {k: (h.viewers, h.fps) for k, h in hubs_of_this_loop().items()}
         host_live = (await asyncio.to_thread(host.status))["live"]
         for comm in comms:
             await comm.disconnect()
-        return counts, hubs, host_live
+        return counts, hubs, host_live, sizes
 
-    keep_changing(leased, 4)
-    counts, hubs, host_live = async_to_sync(scenario)()
+    keep_changing(leased, 4)  # a still screen sends one frame
+    counts, hubs, host_live, sizes = async_to_sync(scenario)()
+    screen = leased.observe(fmt="png").screenshot
+    assert sizes == {(screen.width, screen.height)}, sizes
     # The web process holds one host socket for the three viewers, at the fastest one's rate…
     assert hubs == {("host", row.host.api_url, row.external_id): (3, 10)}, hubs
     # …and the host sees one viewer: that socket.
@@ -246,45 +230,7 @@ def test_webrtc_video_shows_the_screen_and_control_input_reaches_the_input_group
     assert message["events"] == [{"type": "pointer", "action": "down", "x": 10, "y": 20, "button": 0}]
 
 
-def test_webrtc_view_ticket_forwards_no_input(desktop):
-    from aiortc import RTCPeerConnection, RTCSessionDescription
-
-    _, row = desktop
-    client, headers = session(make_personas().admin)
-
-    path = ticket_for(client, row, mode="view", transport="webrtc")
-
-    async def scenario() -> bool:
-        layer = get_channel_layer()
-        inbox = await layer.new_channel()
-        await layer.group_add(sandbox_input_group(row.pk), inbox)
-        comm = WebsocketCommunicator(application, path, headers=headers)
-        assert (await comm.connect(timeout=20))[0]
-        pc = RTCPeerConnection()
-        pc.addTransceiver("video", direction="recvonly")
-        channel = pc.createDataChannel("input")
-        opened = asyncio.Event()
-        channel.on("open", opened.set)
-        await pc.setLocalDescription(await pc.createOffer())
-        await comm.send_to(text_data=json.dumps({"type": "offer", "sdp": pc.localDescription.sdp}))
-        answer = json.loads(await comm.receive_from(timeout=30))
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
-        await asyncio.wait_for(opened.wait(), timeout=30)
-        marker = uuid.uuid4().hex
-        channel.send(json.dumps({"type": "key", "action": "down", "key": marker}))
-        try:
-            await asyncio.wait_for(layer.receive(inbox), timeout=3)
-            got = True
-        except TimeoutError:
-            got = False
-        await pc.close()
-        await comm.disconnect()
-        return got
-
-    assert async_to_sync(scenario)() is False, "a view ticket's data-channel input was forwarded"
-
-
-def test_webrtc_viewers_share_one_decode_and_one_vp8_encoding(desktop):
+def test_webrtc_viewers_share_one_decode_and_one_vp8_encoding_and_view_tickets_send_no_input(desktop):
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
     from sandbox_workers.live.shared_video import videos_of_this_loop
@@ -297,13 +243,18 @@ def test_webrtc_viewers_share_one_decode_and_one_vp8_encoding(desktop):
         client, headers = session(user)
         viewers.append((ticket_for(client, row, mode="view", transport="webrtc", fps=10), headers))
 
-    async def scenario() -> tuple[list[int], dict, dict]:
-        opened = []
+    async def scenario() -> tuple[list[int], dict, dict, bool]:
+        layer = get_channel_layer()
+        inbox = await layer.new_channel()
+        await layer.group_add(sandbox_input_group(row.pk), inbox)
+        opened, channels = [], []
         for path, headers in viewers:
             comm = WebsocketCommunicator(application, path, headers=headers)
             assert (await comm.connect(timeout=20))[0]
             pc = RTCPeerConnection()
             pc.addTransceiver("video", direction="recvonly")
+            channel = pc.createDataChannel("input")  # a view ticket's peer must ignore it
+            channels.append(channel)
             got: asyncio.Future = asyncio.get_running_loop().create_future()
             pc.on("track", lambda track, got=got: got.done() or got.set_result(track))
             await pc.setLocalDescription(await pc.createOffer())
@@ -321,6 +272,14 @@ def test_webrtc_viewers_share_one_decode_and_one_vp8_encoding(desktop):
 
         tasks = [asyncio.create_task(count(k, t)) for k, (_, _, t) in enumerate(opened)]
         await asyncio.sleep(4)
+        assert channels[0].readyState == "open"
+        channels[0].send(json.dumps({"type": "key", "action": "down", "key": uuid.uuid4().hex}))
+        try:
+            await asyncio.wait_for(layer.receive(inbox), timeout=2)
+            forwarded = True
+        except TimeoutError:
+            forwarded = False
+        await layer.group_discard(sandbox_input_group(row.pk), inbox)
         videos = {k: (len(v.tracks), v.decoded, v.encoded) for k, v in videos_of_this_loop().items()}
         host_live = (await asyncio.to_thread(HostClient(api_url, TOKEN).status))["live"]
         for t in tasks:
@@ -328,10 +287,11 @@ def test_webrtc_viewers_share_one_decode_and_one_vp8_encoding(desktop):
         for comm, pc, _ in opened:
             await pc.close()
             await comm.disconnect()
-        return counts, videos, host_live
+        return counts, videos, host_live, forwarded
 
-    keep_changing(leased, 6)
-    counts, videos, host_live = async_to_sync(scenario)()
+    keep_changing(leased, 8)
+    counts, videos, host_live, forwarded = async_to_sync(scenario)()
+    assert not forwarded, "a view ticket's data-channel input was forwarded"
     # One shared video for the three peers: each frame decoded and encoded once, not three times…
     ((key, (tracks, decoded, encoded)),) = videos.items()
     assert key == ("webrtc", api_url, row.external_id, 10.0) and tracks == 3, videos
