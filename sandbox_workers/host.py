@@ -43,8 +43,13 @@ from sandbox_workers.base import (
 )
 from sandbox_workers.fetch import FetchCache, fetch_for_lease
 from sandbox_workers.heartbeat import heartbeat_forever
-from sandbox_workers.live.fanout import hubs_of_this_loop
-from sandbox_workers.live.relay import live_sockets_track, relay_screencast, relay_vnc
+from sandbox_workers.live.relay import (
+    live_sockets_track,
+    live_streams,
+    relay_screencast,
+    relay_vnc,
+    screencast_params,
+)
 from sandbox_workers.pool import LeaseBroken, LeaseNotFound, Pool, SandboxUnavailable
 from sandbox_workers.profiles import load_pool_configs
 
@@ -198,15 +203,8 @@ async def health(request: web.Request) -> web.Response:
 @routes.get("/v1/status")
 async def status(request: web.Request) -> web.Response:
     cfg = request.app[CONFIG]
-    # The live screens being watched: one shared capture per sandbox (sandbox_workers.live.fanout).
-    live = {
-        str(key[1]): {"viewers": h.viewers, "fps": h.fps, "starts": h.source_starts, "frames": h.frames_in}
-        for key, h in hubs_of_this_loop().items()
-        if isinstance(key, tuple) and key[0] == "sandbox"
-    }
-    return web.json_response(
-        {"name": cfg["name"], "api_url": cfg["url"], **request.app[POOL].status(), "live": live}
-    )
+    status = request.app[POOL].status()
+    return web.json_response({"name": cfg["name"], "api_url": cfg["url"], **status, "live": live_streams()})
 
 
 @routes.post("/v1/leases")
@@ -366,15 +364,11 @@ async def vnc(request: web.Request) -> web.StreamResponse:
 
 @routes.get("/v1/sandboxes/{sandbox}/screencast")
 async def screencast(request: web.Request) -> web.StreamResponse:
-    """JPEG frames of the sandbox's screen as binary WebSocket messages."""
+    """JPEG frames of the sandbox's screen as binary WebSocket messages (?fps=, and ?width= for a
+    thumbnail scaled to that many pixels wide)."""
     m = request.app[POOL].managed(request.match_info["sandbox"])
-    try:
-        fps = float(request.query.get("fps", "5"))
-    except ValueError:
-        fps = -1.0
-    if not 0.2 <= fps <= 30:
-        raise SandboxError("fps must be a number in [0.2, 30]")
-    return await relay_screencast(request, m, fps=fps)
+    fps, width = screencast_params(request.query)
+    return await relay_screencast(request, m, fps=fps, width=width)
 
 
 # --- the process ---------------------------------------------------------------------------------

@@ -37,9 +37,11 @@ def host_vnc_url(api_url: str, sandbox_id: str) -> str:
     return f"{_ws_base(api_url)}/v1/sandboxes/{quote(sandbox_id, safe='')}/vnc"
 
 
-def host_screencast_url(api_url: str, sandbox_id: str, fps: float) -> str:
-    """The host's WebSocket URL sending `sandbox_id`'s screen as JPEG frames at up to `fps`."""
-    return f"{_ws_base(api_url)}/v1/sandboxes/{quote(sandbox_id, safe='')}/screencast?fps={fps:g}"
+def host_screencast_url(api_url: str, sandbox_id: str, fps: float, width: int | None = None) -> str:
+    """The host's WebSocket URL sending `sandbox_id`'s screen as JPEG frames at up to `fps` (scaled to
+    `width` pixels wide where given)."""
+    size = f"&width={width}" if width else ""
+    return f"{_ws_base(api_url)}/v1/sandboxes/{quote(sandbox_id, safe='')}/screencast?fps={fps:g}{size}"
 
 
 def auth_headers(token: str) -> dict[str, str]:
@@ -47,13 +49,15 @@ def auth_headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def host_frames(api_url: str, token: str, sandbox_id: str, fps: float) -> AsyncIterator[bytes]:
-    """JPEG frames of a sandbox's screen from its host, until the host ends the stream."""
+async def host_frames(
+    api_url: str, token: str, sandbox_id: str, fps: float, width: int | None = None
+) -> AsyncIterator[bytes]:
+    """JPEG frames of a sandbox's screen from its host (at `width` where given), until it ends the stream."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         try:
             ws = await session.ws_connect(
-                host_screencast_url(api_url, sandbox_id, fps),
+                host_screencast_url(api_url, sandbox_id, fps, width),
                 headers=auth_headers(token),
                 heartbeat=30,
                 max_msg_size=32 * 1024 * 1024,
@@ -68,13 +72,16 @@ async def host_frames(api_url: str, token: str, sandbox_id: str, fps: float) -> 
                     break
 
 
-def shared_host_frames(api_url: str, token: str, sandbox_id: str, fps: float) -> AsyncGenerator[bytes, None]:
-    """As `host_frames`, from the one host socket every viewer of the sandbox in this process shares
-    (opened at the fastest viewer's rate; each viewer gets at most its own `fps`, newest frame first)."""
+def shared_host_frames(
+    api_url: str, token: str, sandbox_id: str, fps: float, width: int | None = None
+) -> AsyncGenerator[bytes, None]:
+    """As `host_frames`, from the one host socket every viewer of the sandbox (at that width) in this
+    process shares (opened at the fastest viewer's rate; each viewer gets at most its own `fps`,
+    newest frame first)."""
 
     async def source(rate: float, push: Push) -> None:
-        async for frame in host_frames(api_url, token, sandbox_id, rate):
+        async for frame in host_frames(api_url, token, sandbox_id, rate, width):
             push(frame)
         raise LiveStreamError(f"the host ended the screencast of {sandbox_id}")
 
-    return shared_frames(("host", api_url, sandbox_id), source, fps, name=sandbox_id)
+    return shared_frames(("host", api_url, sandbox_id, width), source, fps, name=sandbox_id)

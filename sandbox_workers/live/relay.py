@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import time
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
+from PIL import Image
 
-from sandbox_workers.base import OperationUnsupported
-from sandbox_workers.live.fanout import Push, Source, StreamEnded, shared_frames
+from sandbox_workers.base import OperationUnsupported, SandboxError
+from sandbox_workers.live.fanout import Push, Source, StreamEnded, hubs_of_this_loop, shared_frames
 
 if TYPE_CHECKING:
     from sandbox_workers.pool_upkeep import Managed
@@ -78,6 +81,32 @@ async def relay_vnc(request: web.Request, host: str, port: int) -> web.WebSocket
     return ws
 
 
+def screencast_params(query: Mapping[str, str]) -> tuple[float, int | None]:
+    """A screencast request's rate (?fps=, 5 by default) and thumbnail width (?width=, None: full size)."""
+    try:
+        fps = float(query.get("fps", "5"))
+    except ValueError:
+        fps = -1.0
+    if not 0.2 <= fps <= 30:
+        raise SandboxError("fps must be a number in [0.2, 30]")
+    raw = query.get("width")
+    if raw is not None and (not raw.isdigit() or not 64 <= int(raw) <= 4096):
+        raise SandboxError("width must be a whole number of pixels in [64, 4096]")
+    return fps, int(raw) if raw is not None else None
+
+
+def live_streams() -> dict[str, dict[str, Any]]:
+    """The live screens this host process serves, by sandbox (and @width for thumbnails): viewers, the
+    shared capture's rate, how often it started, frames captured."""
+    return {
+        str(key[1]) + (f"@{key[2]}" if len(key) > 2 else ""): {
+            "viewers": h.viewers, "fps": h.fps, "starts": h.source_starts, "frames": h.frames_in
+        }
+        for key, h in hubs_of_this_loop().items()
+        if isinstance(key, tuple) and key[0] == "sandbox"
+    }  # fmt: skip
+
+
 def provider_source(m: Managed) -> Source:
     """The capture of one sandbox's screen as a hub source: the provider's own screencast where it has
     one (Chromium's, which sends a frame when the page changes), else JPEG captures at the rate."""
@@ -114,10 +143,45 @@ def provider_source(m: Managed) -> Source:
     return source
 
 
-async def relay_screencast(request: web.Request, m: Managed, *, fps: float) -> web.WebSocketResponse:
-    """Send JPEG frames at up to `fps` from the one capture every viewer of the sandbox shares."""
+def scaled_jpeg(data: bytes, width: int, quality: int = 70) -> bytes:
+    """A JPEG frame scaled down to `width` pixels wide (aspect kept); decoded at a reduced DCT scale."""
+    with Image.open(io.BytesIO(data)) as img:
+        if img.width <= width:
+            return data
+        height = max(1, round(img.height * width / img.width))
+        img.draft("RGB", (width, height))  # decode at 1/2, 1/4 or 1/8 size where that still covers it
+        small = img.convert("RGB").resize((width, height), Image.Resampling.BILINEAR)
+    out = io.BytesIO()
+    small.save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+def thumbnail_source(m: Managed, width: int) -> Source:
+    """The sandbox's frames scaled to `width`: one scaling per frame for every viewer of that size,
+    taken from the full-size stream every viewer shares."""
+
+    async def source(fps: float, push: Push) -> None:
+        full = shared_frames(("sandbox", m.id), provider_source(m), fps, name=m.id)
+        async with contextlib.aclosing(full):
+            async for frame in full:
+                push(await asyncio.to_thread(scaled_jpeg, frame, width))
+        raise StreamEnded(f"the screen stream of {m.id} ended")
+
+    return source
+
+
+async def relay_screencast(
+    request: web.Request, m: Managed, *, fps: float, width: int | None = None
+) -> web.WebSocketResponse:
+    """Send JPEG frames at up to `fps` from the one capture every viewer of the sandbox shares; with
+    `width`, scaled to it (a thumbnail: one scaling per frame, shared by every viewer of that size)."""
     ws = await _prepared(request, web.WebSocketResponse(heartbeat=30))
-    frames = shared_frames(("sandbox", m.id), provider_source(m), fps, name=m.id)
+    if width is None:
+        frames = shared_frames(("sandbox", m.id), provider_source(m), fps, name=m.id)
+    else:
+        frames = shared_frames(
+            ("sandbox", m.id, width), thumbnail_source(m, width), fps, name=f"{m.id}@{width}"
+        )
 
     async def send() -> None:
         async with contextlib.aclosing(frames):

@@ -38,7 +38,7 @@ function wsUrl(path) {
 class Denied extends Error {}
 
 export function mount(el, options) {
-  const opts = Object.assign({ transport: "vnc", mode: "view", fps: null, onStatus: null, focus: null },
+  const opts = Object.assign({ transport: "vnc", mode: "view", fps: null, width: null, onStatus: null, focus: null },
     options || {});
   const sandbox = opts.sandbox;
   const ticketUrl = opts.ticketUrl || `/sandboxes/${sandbox}/ticket/`;
@@ -79,6 +79,8 @@ export function mount(el, options) {
   async function fetchTicket() {
     const body = new URLSearchParams({ mode: opts.mode, transport: opts.transport });
     if (opts.fps) body.set("fps", String(opts.fps));
+    // A thumbnail asks for the screencast scaled to its width (one shared scaling per size).
+    if (opts.width && opts.transport === "screencast") body.set("width", String(opts.width));
     const r = await fetch(ticketUrl, { method: "POST", body, credentials: "same-origin",
       headers: { "X-CSRFToken": csrfToken() } });
     if (r.status === 403 || r.status === 404 || r.status === 400) {
@@ -222,7 +224,9 @@ export function mount(el, options) {
   }
 
   // --- screencast: one JPEG per binary message, newest wins ---------------------------------------
-  async function startScreencast(url) {
+  async function startScreencast(url, ticket) {
+    // A thumbnail's frames are scaled down: it still speaks screen pixels (toScreen, the overlay).
+    const screen = opts.width && ticket.screen ? ticket.screen : null;
     const canvas = document.createElement("canvas");
     canvas.className = "live-screen";
     stage.replaceChildren(canvas);
@@ -252,7 +256,8 @@ export function mount(el, options) {
     ws.onmessage = (ev) => { if (ev.data instanceof ArrayBuffer) { pending = ev.data; paint(); } };
     const me = {
       drawn: () => (canvas.width ? canvas : null),
-      size: () => ({ width: canvas.width, height: canvas.height }),
+      size: () => (screen && canvas.width ? { width: screen.width, height: screen.height }
+        : { width: canvas.width, height: canvas.height }),
       refit: () => fit(canvas, canvas.width, canvas.height),
       close: () => { ws.onclose = null; ws.close(); stage.replaceChildren(); },
     };

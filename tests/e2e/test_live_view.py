@@ -46,6 +46,7 @@ def site(transactional_db: None, tmp_path: Path) -> Iterator[tuple[str, Sandbox]
         host_name=f"e2e-live-{uuid.uuid4().hex[:6]}",
         profiles={"desktop": LIGHT_DESKTOP},
         slot_base=140,
+        env={"LIVE_WEBRTC_CONNECT_S": "4"},  # a page whose WebRTC did not connect in 4 s falls back
         ready=lambda host: Sandbox.objects.filter(state="idle", endpoints__has_key="vnc").first(),
     ) as found:
         yield found
@@ -58,8 +59,8 @@ def page_as(browser: Browser, base_url: str, user) -> Page:
     return context.new_page()
 
 
-def test_researcher_sees_the_desktop_and_an_outsider_sees_nothing(
-    browser: Browser, personas: Personas, site: tuple[str, Sandbox]
+def test_researcher_watches_over_each_transport_and_an_outsider_sees_nothing(
+    browser: Browser, personas: Personas, site: tuple[str, Sandbox], tmp_path: Path
 ) -> None:
     url, sandbox = site
     page = page_as(browser, url, personas.researcher)
@@ -81,6 +82,8 @@ def test_researcher_sees_the_desktop_and_an_outsider_sees_nothing(
         timeout=60_000,
     )
     assert tile.get_attribute("href") == f"/sandboxes/{sandbox.pk}/live/"
+
+    webrtc_and_its_fallback(browser, personas, url, sandbox, tmp_path)
 
     outsider = page_as(browser, url, personas.outsider)
     response = outsider.goto(f"/sandboxes/{sandbox.pk}/live/")
@@ -109,10 +112,9 @@ VIDEO_PLAYING = """() => { const v = document.querySelector('[data-testid=live] 
                            return Boolean(v && v.videoWidth > 0 && v.currentTime > 0); }"""
 
 
-def test_webrtc_plays_and_where_udp_is_blocked_the_page_falls_back_to_the_websocket_transport(
-    browser: Browser, personas: Personas, site: tuple[str, Sandbox], tmp_path: Path
+def webrtc_and_its_fallback(
+    browser: Browser, personas: Personas, url: str, sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    url, sandbox = site
     box = "[data-testid=live] .live-box"
     # On loopback WebRTC connects: the video plays.
     page = page_as(browser, url, personas.researcher)

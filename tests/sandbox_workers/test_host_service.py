@@ -315,14 +315,18 @@ def test_screencast_viewers_of_a_sandbox_share_one_capture_each_at_its_own_rate(
         live = f"{host.url}/v1/sandboxes/{sb.info.sandbox_id}/screencast"
         seen: dict[str, dict] = {}
 
-        async def watch(s: aiohttp.ClientSession, fps: int, seconds: float) -> list[float]:
+        widths: set[int] = set()
+
+        async def watch(s: aiohttp.ClientSession, fps: int, seconds: float, size: str = "") -> list[float]:
             at: list[float] = []
-            async with s.ws_connect(f"{live}?fps={fps}") as ws:
+            async with s.ws_connect(f"{live}?fps={fps}{size}") as ws:
                 end = time.monotonic() + seconds
                 while time.monotonic() < end:
                     with contextlib.suppress(TimeoutError):
                         msg = await asyncio.wait_for(ws.receive(), end - time.monotonic())
                         assert msg.data[:2] == b"\xff\xd8"
+                        if size:
+                            widths.add(Image.open(io.BytesIO(msg.data)).width)
                         at.append(time.monotonic())
             return at
 
@@ -330,17 +334,22 @@ def test_screencast_viewers_of_a_sandbox_share_one_capture_each_at_its_own_rate(
             headers = {"Authorization": f"Bearer {TOKEN}"}
             await asyncio.to_thread(keep_changing, sb, 3.5)
             async with aiohttp.ClientSession(headers=headers) as s:
-                watching = asyncio.gather(watch(s, 10, 3), watch(s, 10, 3), watch(s, 2, 3))
+                with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                    await s.ws_connect(f"{live}?fps=2&width=10")
+                assert refused.value.status == 400
+                watching = asyncio.gather(watch(s, 10, 3), watch(s, 10, 3), watch(s, 2, 3, "&width=320"))
                 await asyncio.sleep(2)
                 seen["during"] = (await asyncio.to_thread(host.status))["live"]
                 return await watching
 
         fast1, fast2, thumb = asyncio.run(go())
-        during = seen["during"][sb.info.sandbox_id]
-        # One capture at the fastest viewer's rate for all three.
+        during, small = seen["during"][sb.info.sandbox_id], seen["during"][f"{sb.info.sandbox_id}@320"]
+        # One capture at the fastest viewer's rate for all: the two full-size viewers and the one
+        # scaling for thumbnails of that width, which its viewer gets at its own 2 fps.
         assert (during["viewers"], during["fps"], during["starts"]) == (3, 10, 1), during
+        assert (small["viewers"], small["fps"]) == (1, 2), small
         assert len(fast1) >= 10 and len(fast2) >= 10, (len(fast1), len(fast2))
-        assert 2 <= len(thumb) <= 7, len(thumb)  # the thumbnail at its own 2 fps
+        assert 2 <= len(thumb) <= 7 and widths == {320}, (len(thumb), widths)
         assert wait_for(lambda: host.status()["live"] == {}, 5), host.status()["live"]
 
 
@@ -411,10 +420,10 @@ def test_restarting_the_host_keeps_live_sandboxes_and_leases_and_leaves_nothing_
 
 @pytest.mark.sweep
 def test_acquire_release_expire_cycles_leave_no_orphans_and_flat_memory(tmp_path):
-    """500 cycles in `make verify-suites`, 150 in `make test` (memory sampled every 50 either way)."""
+    """500 cycles in `make verify-suites`, 100 in `make test` (memory sampled every 50 either way)."""
     import psutil
 
-    cycles = 500 if sweeps.FULL else 150
+    cycles = 500 if sweeps.FULL else 100
     profiles = {"desktop": {**LIGHT_DESKTOP, "min_idle": 2, "max_total": 3}}
     host = HostProc(name="cycles", var=tmp_path, profiles=profiles)
     host.start()

@@ -38,6 +38,7 @@ CLOSE_PROTOCOL = 4400  # the viewer sent what a view-only stream refuses
 CLOSE_HOST_UNAVAILABLE = 4502  # the host refused or dropped the stream; the page reconnects
 
 FPS_DEFAULT, FPS_MIN, FPS_MAX = 5.0, 0.2, 30.0
+WIDTH_MIN, WIDTH_MAX = 64, 4096
 
 
 def sandbox_input_group(sandbox_id: int) -> str:
@@ -47,6 +48,13 @@ def sandbox_input_group(sandbox_id: int) -> str:
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:
     return {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
+
+
+def _width(raw: str | None) -> int | None:
+    """A thumbnail's width in pixels (the screencast scaled down), or None for the full screen."""
+    if not raw or not raw.isdigit():
+        return None
+    return min(WIDTH_MAX, max(WIDTH_MIN, int(raw)))
 
 
 def _fps(raw: str | None) -> float:
@@ -181,12 +189,12 @@ class ScreencastConsumer(_LiveConsumer):
 
     async def start(self) -> None:
         await self.accept()
-        fps = _fps(_query(self.scope).get("fps"))
-        self.spawn(self._from_host(fps))
+        query = _query(self.scope)
+        self.spawn(self._from_host(_fps(query.get("fps")), _width(query.get("width"))))
 
-    async def _from_host(self, fps: float) -> None:
+    async def _from_host(self, fps: float, width: int | None) -> None:
         frames = shared_host_frames(
-            self.sandbox.host.api_url, settings.SANDBOX_HOST_TOKEN, self.sandbox.external_id, fps
+            self.sandbox.host.api_url, settings.SANDBOX_HOST_TOKEN, self.sandbox.external_id, fps, width
         )
         # aclosing: a cancelled relay must close the host socket now, not when the generator is collected.
         async with contextlib.aclosing(frames):

@@ -98,6 +98,10 @@ def ticket(request: HttpRequest, pk: int) -> JsonResponse:
     query = {"ticket": value}
     if transport in ("screencast", "webrtc") and request.POST.get("fps"):
         query["fps"] = request.POST["fps"]
+    if transport == "screencast" and request.POST.get("width"):
+        if not request.POST["width"].isdigit() or not 64 <= int(request.POST["width"]) <= 4096:
+            return JsonResponse({"error": "width must be a whole number of pixels in [64, 4096]"}, status=400)
+        query["width"] = request.POST["width"]
     body: dict[str, object] = {
         "ticket": value,
         "url": f"/ws/sandboxes/{sandbox.pk}/{transport}/?{urlencode(query)}",

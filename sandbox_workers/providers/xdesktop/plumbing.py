@@ -274,6 +274,17 @@ class DesktopPlumbing(Provider):
         self.grabber = Grabber(f":{self.display}")
         return self.grabber.screenshot(fmt, quality)
 
+    def endpoints(self) -> dict[str, Any]:
+        """The VNC server (loopback only), the X display and the screen's size."""
+        if self.vnc_port is None:
+            return {}
+        screen = {"width": self.profile.width, "height": self.profile.height}
+        return {
+            "vnc": {"host": "127.0.0.1", "port": self.vnc_port},
+            "display": f":{self.display}",
+            "screen": screen,
+        }
+
     def start_screencast(
         self,
         on_frame: Callable[[bytes], None],

@@ -380,12 +380,6 @@ class XDesktopProvider(DesktopLifecycle):
                     out.update(c.pid for c in psutil.Process(p.init_pid).children(recursive=True))
         return sorted(out)
 
-    def endpoints(self) -> dict[str, Any]:
-        """The VNC server (loopback only) and the X display."""
-        if self.vnc_port is None:
-            return {}
-        return {"vnc": {"host": "127.0.0.1", "port": self.vnc_port}, "display": f":{self.display}"}
-
     # --- surviving a host restart (state() and _save_state() are the plumbing's) ----------------
     def detach(self) -> None:
         """Close our X connections and forget the sandbox without stopping it (it stays adoptable)."""

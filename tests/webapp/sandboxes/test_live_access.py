@@ -246,6 +246,17 @@ def test_a_webrtc_ticket_carries_the_ice_servers_and_how_long_to_try(world, sett
     assert "ice_servers" not in client.post(url, {"mode": "view", "transport": "screencast"}).json()
 
 
+def test_a_thumbnail_ticket_names_its_width_and_a_bad_one_is_refused(world):
+    people, sandbox, _, _ = world
+    client = session_of(people.admin)
+    url = reverse("sandboxes:ticket", args=[sandbox.pk])
+    thumb = client.post(url, {"mode": "view", "transport": "screencast", "fps": "2", "width": "480"})
+    assert thumb.status_code == 200 and thumb.json()["url"].endswith("&fps=2&width=480")
+    for bad in ("wide", "10", "99999"):
+        refused = client.post(url, {"mode": "view", "transport": "screencast", "width": bad})
+        assert refused.status_code == 400 and "width" in refused.json()["error"]
+
+
 def test_the_servers_peer_uses_the_ice_servers() -> None:
     from sandbox_workers.live.webrtc import ScreenPeer
 

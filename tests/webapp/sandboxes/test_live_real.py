@@ -170,7 +170,7 @@ def test_screencast_viewers_get_jpegs_of_the_screen_through_one_shared_host_sock
     screen = leased.observe(fmt="png").screenshot
     assert sizes == {(screen.width, screen.height)}, sizes
     # The web process holds one host socket for the three viewers, at the fastest one's rate…
-    assert hubs == {("host", row.host.api_url, row.external_id): (3, 10)}, hubs
+    assert hubs == {("host", row.host.api_url, row.external_id, None): (3, 10)}, hubs
     # …and the host sees one viewer: that socket.
     assert host_live[row.external_id]["viewers"] == 1, host_live
     assert counts[0] >= 10 and counts[1] >= 10 and 2 <= counts[2] <= 7, counts
