@@ -15,15 +15,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-CHROMIUM = "/usr/bin/chromium"
+from tests.procs import CHROMIUM
+from tests.procs import CHROMIUM_ARGS as TEST_ARGS
+
+# Many pages of one browser: none of them is throttled as a background tab.
 CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-    # Many pages of one browser: none of them is throttled as a background tab.
+    *TEST_ARGS,
     "--disable-background-timer-throttling",
     "--disable-renderer-backgrounding",
     "--disable-backgrounding-occluded-windows",

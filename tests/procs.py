@@ -18,6 +18,16 @@ T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# Debian's Chromium, as the browser tests and the live-view bench launch it through Playwright.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 
 def worker_slot(slot: int) -> int:

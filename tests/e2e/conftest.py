@@ -20,17 +20,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
 from tests.conftest import Personas, make_personas
-from tests.procs import daphne_server
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
+from tests.procs import CHROMIUM, CHROMIUM_ARGS, daphne_server
 
 OpenAs = Callable[[str | None], Page]
 

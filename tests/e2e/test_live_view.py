@@ -12,9 +12,10 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.conftest import Personas
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, session_cookie
+from tests.e2e.conftest import session_cookie
 from tests.e2e.netns import chromium_without_udp
 from tests.e2e.platform import site_with_host
+from tests.procs import CHROMIUM, CHROMIUM_ARGS
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP
 from webapp.sandboxes.models import Sandbox
 
