@@ -73,7 +73,7 @@ INSTRUMENT = r"""
     video.requestVideoFrameCallback(step);
   }
   new MutationObserver(() => document.querySelectorAll("video.live-screen").forEach(follow))
-    .observe(document.documentElement, { childList: true, subtree: true });
+    .observe(document, { childList: true, subtree: true });
 })();
 """
 
