@@ -43,6 +43,16 @@ class Source:
         return sum(1 for e, _ in self.events if e == "start")
 
 
+async def until(condition: Any, timeout: float = 2.0) -> bool:
+    """Whether `condition()` became true within `timeout` seconds (checked every 10 ms)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
 async def collect(frames: Any, seconds: float) -> list[bytes]:
     got: list[bytes] = []
 
@@ -67,8 +77,8 @@ def test_viewers_share_one_source_each_at_its_own_rate() -> None:
         numbers = [int(f) for f in slow]
         gaps = [b - a for a, b in zip(numbers, numbers[1:], strict=False)]
         assert all(g >= 10 for g in gaps), numbers  # at 100 frames/s a 4 fps viewer skips ~24 each time
-        await asyncio.sleep(0.1)
-        assert hub.viewers == 0 and source.events[-1] == ("stop", 30), source.events
+        assert await until(lambda: source.events[-1] == ("stop", 30)), source.events
+        assert hub.viewers == 0
 
     asyncio.run(scenario())
 
@@ -112,8 +122,8 @@ def test_a_faster_viewer_restarts_the_source_after_the_old_one_cleaned_up() -> N
         await anext(full)
         assert [e for e in source.events] == [("start", 2), ("stop", 2), ("start", 20)]
         await full.aclose()
-        await asyncio.sleep(0.1)
-        assert source.events[-2:] == [("stop", 20), ("start", 2)]  # back to the thumbnail's rate
+        # Back to the thumbnail's rate.
+        assert await until(lambda: source.events[-2:] == [("stop", 20), ("start", 2)]), source.events
         await thumb.aclose()
 
     asyncio.run(scenario())
@@ -152,8 +162,7 @@ def test_a_viewer_that_comes_back_at_once_never_runs_a_second_source_beside_the_
         starts_and_stops = [e for e, _ in source.events]
         assert starts_and_stops == ["start", "stop", "start"], source.events
         await second.aclose()
-        await asyncio.sleep(0.1)
-        assert hubs_of_this_loop() == {}
+        assert await until(lambda: hubs_of_this_loop() == {}), hubs_of_this_loop()
 
     asyncio.run(scenario())
 
