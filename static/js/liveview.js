@@ -230,10 +230,14 @@ export function mount(el, options) {
     const canvas = document.createElement("canvas");
     canvas.className = "live-screen";
     stage.replaceChildren(canvas);
-    const ctx = canvas.getContext("2d");
-    const ws = new WebSocket(url);
+    // bitmaprenderer: the canvas shows each decoded frame itself, with no copy into a 2D canvas.
+    const ctx = canvas.getContext("bitmaprenderer");
+    // ack=1: this page acknowledges each frame once drawn (or dropped), and the server sends at most
+    // two unacknowledged ones, the newest: a busy machine gets fewer fresh frames, never a stale queue.
+    const ws = new WebSocket(url + (url.includes("?") ? "&" : "?") + "ack=1");
     ws.binaryType = "arraybuffer";
     let pending = null, busy = false, gotFirst = false;
+    const ack = () => { if (ws.readyState === WebSocket.OPEN) ws.send("ack"); };
     async function paint() {
       if (busy || !pending) return;
       busy = true;
@@ -246,14 +250,19 @@ export function mount(el, options) {
           canvas.height = bmp.height;
           fit(canvas, bmp.width, bmp.height);
         }
-        ctx.drawImage(bmp, 0, 0);
-        bmp.close();
+        ctx.transferFromImageBitmap(bmp);
         if (!gotFirst) { gotFirst = true; connected(); }
       } catch (e) { /* a bad frame: wait for the next */ }
       busy = false;
+      ack();
       if (pending) paint();
     }
-    ws.onmessage = (ev) => { if (ev.data instanceof ArrayBuffer) { pending = ev.data; paint(); } };
+    ws.onmessage = (ev) => {
+      if (!(ev.data instanceof ArrayBuffer)) return;
+      if (pending) ack(); // replaced before it was drawn
+      pending = ev.data;
+      paint();
+    };
     const me = {
       drawn: () => (canvas.width ? canvas : null),
       size: () => (screen && canvas.width ? { width: screen.width, height: screen.height }

@@ -242,7 +242,11 @@ def test_wall_shows_the_live_screen_and_keeps_it_across_refreshes(
         page.wait_for_function(
             """() => { const c = document.querySelector('#tiles [data-sandbox] canvas');
                  if (!c || !c.width) return false;
-                 const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, seen = new Set();
+                 const copy = document.createElement('canvas');  // a bitmaprenderer canvas: read a copy
+                 copy.width = c.width; copy.height = c.height;
+                 const g = copy.getContext('2d');
+                 g.drawImage(c, 0, 0);
+                 const d = g.getImageData(0, 0, c.width, c.height).data, seen = new Set();
                  for (let i = 0; i < d.length; i += 4 * 997) seen.add(d[i] + ',' + d[i + 1] + ',' + d[i + 2]);
                  return seen.size > 1; }""",
             timeout=60_000,

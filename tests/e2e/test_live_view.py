@@ -21,11 +21,16 @@ from webapp.sandboxes.models import Sandbox
 
 pytestmark = pytest.mark.slow
 
-# Whether the noVNC canvas in the live box has a picture: some of a grid of pixels differ.
+# Whether the canvas in the live box (noVNC's 2D canvas, or the screencast's bitmaprenderer one: read
+# through a copy) has a picture: some of a grid of pixels differ.
 CANVAS_DRAWN = """() => {
   const c = document.querySelector('[data-testid=live] canvas');
   if (!c || !c.width || !c.height) return false;
-  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  const copy = document.createElement('canvas');
+  copy.width = c.width; copy.height = c.height;
+  const g = copy.getContext('2d');
+  g.drawImage(c, 0, 0);
+  const d = g.getImageData(0, 0, c.width, c.height).data;
   const seen = new Set();
   for (let y = 0; y < c.height; y += 37) for (let x = 0; x < c.width; x += 37) {
     const i = (y * c.width + x) * 4; seen.add(d[i] + ',' + d[i + 1] + ',' + d[i + 2]);

@@ -39,6 +39,7 @@ CLOSE_HOST_UNAVAILABLE = 4502  # the host refused or dropped the stream; the pag
 
 FPS_DEFAULT, FPS_MIN, FPS_MAX = 5.0, 0.2, 30.0
 WIDTH_MIN, WIDTH_MAX = 64, 4096
+ACK_WINDOW = 2  # screencast frames a pacing viewer may have unacknowledged (one drawing, one on its way)
 
 
 def sandbox_input_group(sandbox_id: int) -> str:
@@ -182,14 +183,42 @@ class VncRelayConsumer(_LiveConsumer):
             await self.upstream.send_bytes(bytes_data)
 
 
+class _Pacing:
+    """Frames sent and acknowledged by a pacing viewer: room for another while fewer than `window` are
+    unacknowledged (an ack beyond the frames sent frees nothing)."""
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.sent = self.acked = 0
+        self._acked = asyncio.Event()
+
+    async def room(self) -> None:
+        while self.sent - self.acked >= self.window:
+            self._acked.clear()
+            await self._acked.wait()
+
+    def ack(self) -> None:
+        if self.acked < self.sent:
+            self.acked += 1
+            self._acked.set()
+
+
 class ScreencastConsumer(_LiveConsumer):
-    """JPEG frames of the sandbox's screen, one binary message each (view only)."""
+    """JPEG frames of the sandbox's screen, one binary message each (view only).
+
+    With `?ack=1` the viewer paces its own stream: it sends the text message "ack" for each frame it
+    has drawn (or dropped), and at most ACK_WINDOW frames are unacknowledged at a time; the next one
+    sent is the newest. A viewer whose browser cannot keep up (a busy machine, a slow link) then gets
+    fewer, fresh frames instead of a queue of stale ones in the server's and the browser's buffers, and
+    holds back no other viewer. Without it, frames go at the ticket's rate.
+    """
 
     transport = "screencast"
 
     async def start(self) -> None:
         await self.accept()
         query = _query(self.scope)
+        self.pacing = _Pacing(ACK_WINDOW) if query.get("ack") == "1" else None
         self.spawn(self._from_host(_fps(query.get("fps")), _width(query.get("width"))))
 
     async def _from_host(self, fps: float, width: int | None) -> None:
@@ -198,11 +227,25 @@ class ScreencastConsumer(_LiveConsumer):
         )
         # aclosing: a cancelled relay must close the host socket now, not when the generator is collected.
         async with contextlib.aclosing(frames):
-            async for frame in frames:
+            while True:
+                if self.pacing is not None:
+                    await self.pacing.room()  # before taking a frame: the one taken is the newest
+                try:
+                    frame = await anext(frames)
+                except StopAsyncIteration:
+                    return
+                if self.pacing is not None:
+                    self.pacing.sent += 1
                 await self.send(bytes_data=frame)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        await self.send_error("the screencast only sends frames; it takes no messages")
+        if text_data == "ack" and self.pacing is not None:
+            self.pacing.ack()
+            return
+        if text_data == "ack":
+            await self.send_error('"ack" paces a screencast opened with ?ack=1; this one was not')
+            return
+        await self.send_error('the screencast takes only "ack" (with ?ack=1): it sends frames')
 
 
 class WebRtcConsumer(_LiveConsumer):

@@ -29,7 +29,8 @@ from webapp.sandboxes.tickets import ticket_issue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SCREENCAST_TAKES_NOTHING = "the screencast only sends frames; it takes no messages"
+SCREENCAST_TAKES_NOTHING = 'the screencast takes only "ack" (with ?ack=1): it sends frames'
+SCREENCAST_NOT_PACED = '"ack" paces a screencast opened with ?ack=1; this one was not'
 IN_MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # (frame, words the error must contain): text frames unless bytes.
@@ -154,8 +155,10 @@ async def _fake_host(port: int) -> web.AppRunner:
     async def screencast(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
+        n = 0
         while not ws.closed:
-            await ws.send_bytes(b"\xff\xd8fake-jpeg")
+            n += 1
+            await ws.send_bytes(b"\xff\xd8fake-jpeg %d" % n)
             await asyncio.sleep(0.05)
         return ws
 
@@ -223,10 +226,9 @@ def test_the_screencast_answers_any_frame_and_keeps_streaming(live):
             for frame, _ in MALFORMED[:2]:
                 await _send(comm, frame)
                 reply = await _next_text(comm)
-                assert reply == {
-                    "type": "error",
-                    "error": "the screencast only sends frames; it takes no messages",
-                }
+                assert reply == {"type": "error", "error": SCREENCAST_TAKES_NOTHING}
+            await comm.send_to(text_data="ack")  # not opened with ?ack=1
+            assert (await _next_text(comm))["error"] == SCREENCAST_NOT_PACED
             out = await comm.receive_output(timeout=10)
             while out.get("bytes") is None:
                 out = await comm.receive_output(timeout=10)
@@ -235,7 +237,41 @@ def test_the_screencast_answers_any_frame_and_keeps_streaming(live):
         finally:
             await runner.cleanup()
 
-    assert async_to_sync(scenario)() == b"\xff\xd8fake-jpeg"
+    assert async_to_sync(scenario)().startswith(b"\xff\xd8fake-jpeg ")
+
+
+def test_a_pacing_screencast_viewer_gets_at_most_two_unacknowledged_frames_and_then_the_newest(live):
+    port, path, headers = live
+    url = path("screencast") + "&ack=1&fps=30"
+
+    async def scenario() -> tuple[list[int], bool, list[int]]:
+        runner = await _fake_host(port)
+
+        async def frame() -> int:
+            out = await comm.receive_output(timeout=10)
+            assert out["type"] == "websocket.send" and out.get("bytes"), out
+            return int(out["bytes"].split(b" ")[1])
+
+        try:
+            comm = WebsocketCommunicator(application, url, headers=headers)
+            assert (await comm.connect(timeout=10))[0]
+            first = [await frame(), await frame()]
+            # The host sends 20 fps meanwhile.
+            quiet = [await comm.receive_nothing(timeout=0.6, interval=0.05)]
+            later = []
+            for _ in range(3):  # each ack lets one frame through, and only one
+                await comm.send_to(text_data="ack")
+                later.append(await frame())
+                quiet.append(await comm.receive_nothing(timeout=0.3, interval=0.05))
+            await comm.disconnect()
+            return first, all(quiet), later
+        finally:
+            await runner.cleanup()
+
+    first, quiet, later = async_to_sync(scenario)()
+    assert quiet, "a frame came beyond the two unacknowledged ones"
+    # After each ack the newest frame (the host sent several meanwhile), never the next one queued.
+    assert later[0] >= first[1] + 5 and later[1] >= later[0] + 3 and later[2] >= later[1] + 3, (first, later)
 
 
 def test_webrtc_signalling_answers_malformed_frames_and_stays_open(live):
