@@ -5,8 +5,9 @@ VP8 encoder); every viewer's track (`EncodedTrack`) receives each encoded frame 
 aiortc's sender only packetizes (its `pack` path), so N viewers cost one decode and one encode per
 frame, not N. A VP8 frame depends on the one before, so every viewer gets every frame (RTP on the
 way out does not block: a slow network loses packets and asks for a keyframe). The bitrate follows the
-slowest viewer (the lowest REMB estimate among the senders); a keyframe is made when a viewer joins or
-asks for one (PLI/FIR), re-encoding the current picture if the screen is still.
+slowest viewer (the lowest REMB estimate among the senders, looked at every BITRATE_EVERY_S); a
+keyframe is made when a viewer joins or asks for one (PLI/FIR), re-encoding the current picture if the
+screen is still, at most one per KEYFRAME_MIN_S however many viewers ask.
 
 `shared_video(key, frames_factory, fps)` is the registry: the viewers of one key share one.
 """
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 CLOCK_RATE = 90_000
 TIME_BASE = fractions.Fraction(1, CLOCK_RATE)
 IDLE_REPEAT_S = 1.0  # a still screen is re-sent this often (a viewer's decoder that lost a packet recovers)
+KEYFRAME_MIN_S = 1.0  # keyframes asked for (viewers joining, PLI/FIR) are made at most this often
+BITRATE_EVERY_S = 2.0  # the bitrate follows the viewers' estimates at most this often (a new encoder)
 BACKLOG = 60  # encoded frames a viewer may have waiting before it is resynchronised with a keyframe
 
 
@@ -108,8 +111,8 @@ class SharedVideo:
         self._latest: av.VideoFrame | None = None
         self._start = time.monotonic()
         self._last_pts = -1
-        self.encoded = 0
-        self.decoded = 0
+        self.encoded = self.decoded = self.keyframes = self.encoder_starts = self.dropped = 0
+        self._last_key = self._bitrate_at = -1e9
         self._task = asyncio.create_task(self._run(), name=f"video-{name}")
 
     def join(self) -> EncodedTrack:
@@ -127,6 +130,12 @@ class SharedVideo:
     def request_keyframe(self) -> None:
         self._keyframe.set()
 
+    def _keyframe_wait(self) -> float:
+        """Seconds until a keyframe asked for may be made (0: now); keyframes are at most one per
+        KEYFRAME_MIN_S, so that viewers who lose a burst's packets together, and ask for one each, do not
+        make every frame a keyframe (larger, so more lost: a storm)."""
+        return max(0.0, self._last_key + KEYFRAME_MIN_S - time.monotonic())
+
     async def _run(self) -> None:
         frames = aiter(self.frames)
         next_frame: asyncio.Task[bytes] | None = None
@@ -134,11 +143,19 @@ class SharedVideo:
             while True:
                 if next_frame is None:
                     next_frame = asyncio.ensure_future(anext(frames))
-                key = asyncio.ensure_future(self._keyframe.wait())
-                done, _ = await asyncio.wait({next_frame, key}, timeout=IDLE_REPEAT_S,
-                                             return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-                key.cancel()
-                if next_frame in done:
+                waits: set[asyncio.Future[Any]] = {next_frame}
+                key: asyncio.Future[Any] | None = None
+                if self._keyframe.is_set():  # one is asked for: wake when it may be made
+                    timeout = self._keyframe_wait() or IDLE_REPEAT_S
+                else:
+                    key = asyncio.ensure_future(self._keyframe.wait())
+                    waits.add(key)
+                    timeout = IDLE_REPEAT_S
+                done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if key is not None:
+                    key.cancel()
+                fresh = next_frame in done
+                if fresh:
                     data, next_frame = next_frame.result(), None
                     try:
                         self._latest = await asyncio.to_thread(decode_jpeg, data)
@@ -148,15 +165,29 @@ class SharedVideo:
                         continue
                 if self._latest is None:
                     continue
-                keyframe = self._keyframe.is_set()
-                self._keyframe.clear()
+                keyframe = self._keyframe.is_set() and not self._keyframe_wait()
+                if not (fresh or keyframe or not done):  # nothing new, no keyframe due, no idle repeat
+                    continue
+                if keyframe:
+                    self._keyframe.clear()
                 packet = await asyncio.to_thread(self._encode, self._latest, keyframe)
+                if not packet.size:
+                    # libvpx dropped the frame (rate control). No viewer may see it: aiortc's sender
+                    # numbers every packet it is given (VP8 picture id), and browsers that find a
+                    # number missing wait for a keyframe; the next frame refers to the last one made.
+                    self.dropped += 1
+                    if keyframe:
+                        self._keyframe.set()
+                    continue
                 for track in list(self.tracks):
                     track.put(packet)
         except (StopAsyncIteration, Exception) as exc:
             if not isinstance(exc, asyncio.CancelledError):
                 log.info("the shared video of %s ended: %s", self.name, exc)
         finally:
+            log.info("the shared video of %s stopped: %d frames decoded, %d encoded (%d dropped by the "
+                     "encoder), %d keyframes, %d encoder starts", self.name, self.decoded, self.encoded,
+                     self.dropped, self.keyframes, self.encoder_starts)  # fmt: skip
             if next_frame is not None:
                 next_frame.cancel()
             aclose = getattr(self.frames, "aclose", None)
@@ -169,8 +200,11 @@ class SharedVideo:
 
     def _encode(self, frame: av.VideoFrame, keyframe: bool) -> av.Packet[Any]:
         """VP8 of `frame` (libvpx, aiortc's settings), at the slowest viewer's bitrate."""
-        wanted = [b for b in (t.wanted_bitrate for t in list(self.tracks)) if b]
-        bitrate = max(MIN_BITRATE, min(min(wanted, default=DEFAULT_BITRATE), MAX_BITRATE))
+        now = time.monotonic()
+        bitrate = self.bitrate
+        if now - self._bitrate_at >= BITRATE_EVERY_S:  # a new encoder (and keyframe) at most this often
+            wanted = [b for b in (t.wanted_bitrate for t in list(self.tracks)) if b]
+            bitrate = max(MIN_BITRATE, min(min(wanted, default=DEFAULT_BITRATE), MAX_BITRATE))
         if self.codec is not None and (
             frame.width != self.codec.width
             or frame.height != self.codec.height
@@ -178,7 +212,8 @@ class SharedVideo:
         ):
             self.codec = None
         if self.codec is None:
-            self.bitrate = bitrate
+            self.bitrate, self._bitrate_at = bitrate, now
+            self.encoder_starts += 1
             self.codec = codec = av.CodecContext.create("libvpx", "w")
             codec.width, codec.height, codec.bit_rate, codec.pix_fmt = (
                 frame.width,
@@ -204,7 +239,11 @@ class SharedVideo:
         data = b"".join(bytes(p) for p in self.codec.encode(out))
         packet = av.Packet(data)
         packet.pts, packet.time_base = pts, TIME_BASE
-        self.encoded += 1
+        if data:
+            self.encoded += 1
+            if keyframe:
+                self.keyframes += 1
+                self._last_key = now
         return packet
 
 
