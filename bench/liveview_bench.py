@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import logging
 import os
@@ -252,6 +253,18 @@ def cpu_of(procs: list[psutil.Process]) -> float:
     return total
 
 
+def chromium_kinds(procs: list[psutil.Process]) -> dict[str, list[psutil.Process]]:
+    """Chromium's processes by their --type (browser: none)."""
+    kinds: dict[str, list[psutil.Process]] = {}
+    for p in procs:
+        try:
+            kind = next((a.split("=", 1)[1] for a in p.cmdline() if a.startswith("--type=")), "browser")
+        except psutil.Error:
+            continue
+        kinds.setdefault(kind, []).append(p)
+    return kinds
+
+
 def tree(pid: int) -> list[psutil.Process]:
     p = psutil.Process(pid)
     return [p, *p.children(recursive=True)]
@@ -371,7 +384,10 @@ def page_throughput(viewers: Any, display: str, seconds: float, pids: dict[str, 
     changer = threading.Thread(target=change, daemon=True)
     changer.start()
     time.sleep(1)
-    trees = {name: tree(pid) for name, pid in pids.items()}
+    trees = {name: chromium_viewers() if pid == CHROMIUM_VIEWERS else tree(pid) for name, pid in pids.items()}
+    if "chromium" in trees:  # where the viewers' CPU goes: renderers (decode, canvas), GPU (compositing)
+        for kind, procs in chromium_kinds(trees["chromium"]).items():
+            trees[f"chromium_{kind}"] = procs
     before = viewers.stats()
     cpu0, w0 = {n: cpu_of(t) for n, t in trees.items()}, time.perf_counter()
     time.sleep(seconds)
@@ -413,7 +429,7 @@ def wall_bench(site: Site, playwright: Any, n: int, seconds: float, var: Path) -
 
         changer = threading.Thread(target=change, daemon=True)
         changer.start()
-        viewers = Viewers(playwright, site.url, *site.cookie.split("=", 1))
+        viewers = Viewers(playwright, site.url, *site.cookie.split("=", 1), browser_each=False)
         try:
             viewers.context.set_default_timeout(120_000)
             page = viewers.context.new_page()
@@ -451,6 +467,11 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between the series' changes")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--wall", type=int, default=32, help="desktops on the wall (0: no wall)")
+    parser.add_argument(
+        "--browser-each",
+        action="store_true",
+        help="a browser of its own per viewer (as people have), not pages of one browser",
+    )
     parser.add_argument("--python-clients", action="store_true", help="also in-process RFB/aiortc clients")
     parser.add_argument("--py-viewers", default="1,10,20", help="with --python-clients: VNC viewer counts")
     parser.add_argument("--webrtc-viewers", default="1,5", help="with --python-clients: WebRTC viewer counts")
@@ -497,12 +518,8 @@ def main() -> None:
                   "   fps/viewer min  median   CPU daphne  host  chromium")  # fmt: skip
             url = f"{site.url}/sandboxes/{sandbox.pk}/live/?transport={args.transport}"
             pids = {"daphne": daphne.pid, "host": host.pid}
-            viewers = Viewers(pw, site.url, *site.cookie.split("=", 1))
-            chromium_pid = chromium_root()
-            if chromium_pid:
-                pids["chromium"] = chromium_pid
-            else:
-                pids.pop("chromium")
+            pids["chromium"] = CHROMIUM_VIEWERS
+            viewers = Viewers(pw, site.url, *site.cookie.split("=", 1), browser_each=args.browser_each)
             try:
                 for n in [int(v) for v in args.viewers.split(",") if v]:
                     viewers.open(url, n - len(viewers.pages))
@@ -517,6 +534,23 @@ def main() -> None:
                           f"        {min(fps):14.1f} {statistics.median(fps):7.1f}"
                           f"   {thr['cpu_daphne']:9.0f}% {thr['cpu_host']:4.0f}%"
                           f" {thr.get('cpu_chromium', float('nan')):8.0f}%", flush=True)  # fmt: skip
+                    pre = "cpu_chromium_"
+                    kinds = {k[len(pre) :]: v for k, v in thr.items() if k.startswith(pre)}
+                    if args.transport == "webrtc":
+                        for k, st in enumerate(viewers.webrtc_stats()):
+                            keys = ("framesReceived", "framesDecoded", "keyFramesDecoded", "framesDropped",
+                                    "packetsLost", "nackCount", "pliCount", "freezeCount", "totalVideoFrames",
+                                    "droppedVideoFrames", "paused", "framesPerSecond", "jitterBufferDelay",
+                                    "jitterBufferEmittedCount", "totalFreezesDuration", "totalPausesDuration",
+                                    "pauseCount")  # fmt: skip
+                            got = ", ".join(f"{key} {st.get(key)}" for key in keys)
+                            print(f"         viewer {k}: {got}")
+                    if kinds:
+                        print(
+                            "         chromium by process: "
+                            + ", ".join(f"{k} {v:.0f}%" for k, v in sorted(kinds.items())),
+                            flush=True,
+                        )
             finally:
                 viewers.close()
             if args.wall:
@@ -531,25 +565,32 @@ def main() -> None:
     print(f"\nlogs: {var}")
 
 
-def chromium_root() -> int:
-    """The pid of the newest Chromium browser this bench's Playwright started (its tree: the viewers)."""
-    mine = [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
-    roots = [p for p in mine if not (p.parent() and "chrom" in p.parent().name().lower())]
-    return max(roots, key=lambda p: p.create_time()).pid if roots else 0
+CHROMIUM_VIEWERS = -1  # in the pids measured: every Chromium process this bench started (the viewers')
+
+
+def chromium_viewers() -> list[psutil.Process]:
+    """Every Chromium process under this one: the viewers' browsers (their renderers, GPU processes)."""
+    return [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
+
+
+def run_async(coro: Any) -> Any:
+    """asyncio.run on a thread of its own (Playwright's sync API holds this thread's event loop)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def python_clients(site: Site, sandbox: Any, display: str, args: Any, daphne_pid: int, host_pid: int) -> None:
     """The earlier figures: viewers in this process (RFB Raw over the noVNC relay; aiortc WebRTC)."""
     print("\nviewers in this process: screen change (xsetroot) -> pixels")
     for path in ("vnc", "webrtc"):
-        lat = asyncio.run(latency(site, sandbox, display, 30, path))
+        lat = run_async(latency(site, sandbox, display, 30, path))
         name = "noVNC relay (RFB Raw)" if path == "vnc" else "WebRTC (aiortc, VP8)"
         print(f"  {name:24s} from before xsetroot  {ms(lat['upper'])}")
         print(f"  {'':24s} from xsetroot exit    {ms(lat['lower'])}")
     plans = [("vnc", int(n)) for n in args.py_viewers.split(",") if n]
     plans += [("webrtc", int(n)) for n in args.webrtc_viewers.split(",") if n]
     for path, n in plans:
-        r = asyncio.run(throughput(site, sandbox, display, n, args.seconds, path, daphne_pid, host_pid))
+        r = run_async(throughput(site, sandbox, display, n, args.seconds, path, daphne_pid, host_pid))
         print(f"  {path:6s} {n:3d} viewer(s): {r['fps_mean']:5.1f} fps per viewer"
               f" (min {r['fps_min']:5.1f})  daphne CPU {r['daphne_cpu']:5.0f}%"
               f"  host+sandbox CPU {r['host_cpu']:5.0f}%", flush=True)  # fmt: skip
