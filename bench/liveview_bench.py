@@ -525,7 +525,9 @@ def main() -> None:
                     viewers.open(url, n - len(viewers.pages))
                     time.sleep(2)
                     lat = page_latency(viewers, display, args.changes, args.interval)
+                    live0 = client.status().get("live", {}).get(leased.info.sandbox_id, {})
                     thr = page_throughput(viewers, display, args.seconds, pids)
+                    live1 = client.status().get("live", {}).get(leased.info.sandbox_id, {})
                     fps, missing = thr["fps"], lat["missing"]
                     p50 = percentile(lat["latency"], 50) if lat["latency"] else float("nan")
                     p95 = percentile(lat["latency"], 95) if lat["latency"] else float("nan")
@@ -536,6 +538,10 @@ def main() -> None:
                           f" {thr.get('cpu_chromium', float('nan')):8.0f}%", flush=True)  # fmt: skip
                     pre = "cpu_chromium_"
                     kinds = {k[len(pre) :]: v for k, v in thr.items() if k.startswith(pre)}
+                    captured = live1.get("frames", 0) - live0.get("frames", 0)
+                    print(f"         the host's capture: {captured} frames "
+                          f"during the throughput run, {live1.get('viewers')} viewer(s), started "
+                          f"{live1.get('starts')} time(s)", flush=True)  # fmt: skip
                     if args.transport == "webrtc":
                         for k, st in enumerate(viewers.webrtc_stats()):
                             keys = ("framesReceived", "framesDecoded", "keyFramesDecoded", "framesDropped",
@@ -587,6 +593,9 @@ def python_clients(site: Site, sandbox: Any, display: str, args: Any, daphne_pid
         name = "noVNC relay (RFB Raw)" if path == "vnc" else "WebRTC (aiortc, VP8)"
         print(f"  {name:24s} from before xsetroot  {ms(lat['upper'])}")
         print(f"  {'':24s} from xsetroot exit    {ms(lat['lower'])}")
+        if path == "webrtc":  # not the browsers' figure: aiortc's jitter buffer holds the last frame
+            print(f"  {'':24s} (aiortc's receiver hands a frame on when the next one's packets arrive: "
+                  f"after a change of a still screen, the next frame is the 1 s repeat)")  # fmt: skip
     plans = [("vnc", int(n)) for n in args.py_viewers.split(",") if n]
     plans += [("webrtc", int(n)) for n in args.webrtc_viewers.split(",") if n]
     for path, n in plans:
