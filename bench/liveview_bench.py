@@ -367,35 +367,43 @@ def page_latency(viewers: Any, display: str, changes: int, interval: float) -> d
 
 
 def page_throughput(viewers: Any, display: str, seconds: float, pids: dict[str, int]) -> dict[str, Any]:
-    """Frames per second per viewer and CPU while the colour changes every ~30 ms."""
-    stop = time.time() + seconds + 2
+    """Frames per second per viewer and CPU while the colour changes every ~30 ms (from before the first
+    page's count is read until after the last one's: reading 50 busy pages takes seconds)."""
+    import threading
+
+    stop = threading.Event()
 
     def change() -> None:
         painter = Painter(display)
         i = 0
-        while time.time() < stop:
+        while not stop.is_set():
             painter.paint(colour(i))
             i += 1
             time.sleep(0.03)
         painter.close()
 
-    import threading
-
     changer = threading.Thread(target=change, daemon=True)
     changer.start()
-    time.sleep(1)
-    trees = {name: chromium_viewers() if pid == CHROMIUM_VIEWERS else tree(pid) for name, pid in pids.items()}
-    if "chromium" in trees:  # where the viewers' CPU goes: renderers (decode, canvas), GPU (compositing)
-        for kind, procs in chromium_kinds(trees["chromium"]).items():
-            trees[f"chromium_{kind}"] = procs
-    before = viewers.stats()
-    cpu0, w0 = {n: cpu_of(t) for n, t in trees.items()}, time.perf_counter()
-    time.sleep(seconds)
-    cpu1, w1 = {n: cpu_of(t) for n, t in trees.items()}, time.perf_counter()
-    after = viewers.stats()
-    changer.join()
-    fps = [(b.frames - a.frames) / (b.at - a.at) for a, b in zip(before, after, strict=True)]
-    return {"fps": fps, **{f"cpu_{n}": 100 * (cpu1[n] - cpu0[n]) / (w1 - w0) for n in trees}}
+    try:
+        time.sleep(1)
+        trees = {n: chromium_viewers() if pid == CHROMIUM_VIEWERS else tree(pid) for n, pid in pids.items()}
+        if "chromium" in trees:  # where the viewers' CPU goes: renderers (decode, canvas), GPU (compositing)
+            for kind, procs in chromium_kinds(trees["chromium"]).items():
+                trees[f"chromium_{kind}"] = procs
+        before = viewers.counts()
+        machine0 = psutil.cpu_times()
+        cpu0, w0 = {n: cpu_of(t) for n, t in trees.items()}, time.perf_counter()
+        time.sleep(seconds)
+        cpu1, w1 = {n: cpu_of(t) for n, t in trees.items()}, time.perf_counter()
+        machine1 = psutil.cpu_times()
+        after = viewers.counts()
+    finally:
+        stop.set()
+        changer.join()
+    fps = [(b[0] - a[0]) / (b[1] - a[1]) for a, b in zip(before, after, strict=True)]
+    idle = (machine1.idle - machine0.idle) / (w1 - w0) / (psutil.cpu_count() or 1)
+    return {"fps": fps, "machine_busy": 100 * (1 - idle),
+            **{f"cpu_{n}": 100 * (cpu1[n] - cpu0[n]) / (w1 - w0) for n in trees}}  # fmt: skip
 
 
 def wall_bench(site: Site, playwright: Any, n: int, seconds: float, var: Path) -> dict[str, Any]:
@@ -539,6 +547,7 @@ def main() -> None:
                     pre = "cpu_chromium_"
                     kinds = {k[len(pre) :]: v for k, v in thr.items() if k.startswith(pre)}
                     captured = live1.get("frames", 0) - live0.get("frames", 0)
+                    print(f"         the machine: {thr['machine_busy']:.0f}% busy", flush=True)
                     print(f"         the host's capture: {captured} frames "
                           f"during the throughput run, {live1.get('viewers')} viewer(s), started "
                           f"{live1.get('starts')} time(s)", flush=True)  # fmt: skip

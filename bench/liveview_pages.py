@@ -157,6 +157,14 @@ class Viewers:
             out.append(PageStats(int(r[0]), r[1] / 1000, [(a, b, c, t / 1000) for a, b, c, t in r[2]]))
         return out
 
+    def counts(self) -> list[tuple[int, float]]:
+        """Per page, the frames drawn so far and its clock (s) when read."""
+        out = []
+        for page in self.pages:
+            frames, at = page.evaluate("[__bench.frames, performance.timeOrigin + performance.now()]")
+            out.append((int(frames), at / 1000))
+        return out
+
     def tiles(self) -> dict[str, list[float]]:
         """Per wall tile (sandbox pk), the times (s) of its frames (the first page's)."""
         raw = self.pages[0].evaluate("__bench.tiles")
