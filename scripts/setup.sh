@@ -43,6 +43,7 @@ have_cmd dbus-launch || need+=(dbus-x11)
 if [ "$MODE" = test ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   have_cmd docker-compose || need+=(docker-compose)
+  have_cmd turnserver || need+=(coturn)  # the live view's WebRTC relayed through a real TURN server
 fi
 if [ ${#need[@]} -gt 0 ]; then
   log "installing Debian packages: ${need[*]}"

@@ -1,19 +1,22 @@
-"""The live view in a real Chromium: the shared screencast (watching), WebRTC and its fallback to the
-WebSocket transport draw a real desktop sandbox; an outsider can open neither the page, nor a ticket,
+"""The live view in a real Chromium: the shared screencast (watching), WebRTC, WebRTC relayed through a
+real TURN server (coturn) from a browser with no UDP, and the fallback to the WebSocket transport when
+ICE cannot connect draw a real desktop sandbox; an outsider can open neither the page, nor a ticket,
 nor the socket."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.conftest import Personas
 from tests.e2e.conftest import session_cookie
-from tests.e2e.netns import chromium_without_udp
+from tests.e2e.netns import chromium_without_udp, turn_server
 from tests.e2e.platform import site_with_host
 from tests.procs import CHROMIUM, CHROMIUM_ARGS
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP
@@ -45,14 +48,23 @@ OPEN_SOCKET = """(path) => new Promise((resolve) => {
 
 
 @pytest.fixture
-def site(transactional_db: None, tmp_path: Path) -> Iterator[tuple[str, Sandbox]]:
-    """daphne with the host token, and a host with a light desktop heartbeating into it."""
+def turn(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A real TURN server (coturn) on this machine: its RTCIceServer entry."""
+    with turn_server(tmp_path) as server:
+        yield server
+
+
+@pytest.fixture
+def site(transactional_db: None, tmp_path: Path, turn: dict[str, Any]) -> Iterator[tuple[str, Sandbox]]:
+    """daphne with the host token and the TURN server in LIVE_ICE_SERVERS, and a host with a light
+    desktop heartbeating into it."""
     with site_with_host(
         tmp_path,
         host_name=f"e2e-live-{uuid.uuid4().hex[:6]}",
         profiles={"desktop": LIGHT_DESKTOP},
         slot_base=140,
-        env={"LIVE_WEBRTC_CONNECT_S": "4"},  # a page whose WebRTC did not connect in 4 s falls back
+        # A page whose WebRTC did not connect in 4 s falls back.
+        env={"LIVE_WEBRTC_CONNECT_S": "4", "LIVE_ICE_SERVERS": json.dumps([turn])},
         ready=lambda host: Sandbox.objects.filter(state="idle", endpoints__has_key="vnc").first(),
     ) as found:
         yield found
@@ -66,7 +78,7 @@ def page_as(browser: Browser, base_url: str, user) -> Page:
 
 
 def test_researcher_watches_over_each_transport_and_an_outsider_sees_nothing(
-    browser: Browser, personas: Personas, site: tuple[str, Sandbox], tmp_path: Path
+    browser: Browser, personas: Personas, site: tuple[str, Sandbox], tmp_path: Path, turn: dict[str, Any]
 ) -> None:
     url, sandbox = site
     page = page_as(browser, url, personas.researcher)
@@ -90,6 +102,7 @@ def test_researcher_watches_over_each_transport_and_an_outsider_sees_nothing(
     assert tile.get_attribute("href") == f"/sandboxes/{sandbox.pk}/live/"
 
     webrtc_and_its_fallback(browser, personas, url, sandbox, tmp_path)
+    webrtc_through_turn(browser, personas, url, sandbox, tmp_path, turn)
 
     outsider = page_as(browser, url, personas.outsider)
     response = outsider.goto(f"/sandboxes/{sandbox.pk}/live/")
@@ -130,23 +143,13 @@ def webrtc_and_its_fallback(
     assert page.locator(box).get_attribute("data-state") == "connected"
 
     # A browser on a network that carries the site's TCP and no UDP at all (its own network namespace,
-    # as behind a firewall that drops UDP, with no TURN server): ICE cannot connect, and the page goes
-    # on over the screencast by itself.
+    # as behind a firewall that drops UDP, with the TURN server out of reach): ICE cannot connect, and
+    # the page goes on over the screencast by itself.
     port = int(url.rsplit(":", 1)[1])
-    executable, bridge = chromium_without_udp(tmp_path, port, CHROMIUM)
+    executable, bridge = chromium_without_udp(tmp_path, [port], CHROMIUM)
     blocked = browser.browser_type.launch(executable_path=executable, args=CHROMIUM_ARGS)
     try:
-        context = blocked.new_context(base_url=url)
-        context.add_cookies([session_cookie(personas.researcher, url)])  # type: ignore[list-item]
-        page = context.new_page()
-        page.add_init_script(
-            """window.__states = [];
-               const Native = window.RTCPeerConnection;
-               window.RTCPeerConnection = function (...a) {
-                 const pc = new Native(...a);
-                 pc.addEventListener('connectionstatechange', () => window.__states.push(pc.connectionState));
-                 return pc; };"""
-        )
+        page = watched_peers(blocked, personas, url)
         page.goto(f"/sandboxes/{sandbox.pk}/live/?transport=webrtc")
         page.wait_for_function(
             "() => document.querySelector('[data-testid=live] .live-box').dataset.transport === 'screencast'",
@@ -158,3 +161,58 @@ def webrtc_and_its_fallback(
     finally:
         blocked.close()
         bridge.close()
+
+
+def watched_peers(browser: Browser, personas: Personas, url: str) -> Page:
+    """A researcher's page that keeps its peer connections' states (window.__states) and the peers
+    (window.__pcs)."""
+    context = browser.new_context(base_url=url)
+    context.add_cookies([session_cookie(personas.researcher, url)])  # type: ignore[list-item]
+    page = context.new_page()
+    page.add_init_script(
+        """window.__states = []; window.__pcs = [];
+           const Native = window.RTCPeerConnection;
+           window.RTCPeerConnection = function (...a) {
+             const pc = new Native(...a);
+             window.__pcs.push(pc);
+             pc.addEventListener('connectionstatechange', () => window.__states.push(pc.connectionState));
+             return pc; };"""
+    )
+    return page
+
+
+# The local candidate of the pair the page's newest peer connection uses.
+SELECTED_CANDIDATE = """async () => {
+  const pc = window.__pcs[window.__pcs.length - 1];
+  const stats = await pc.getStats();
+  for (const s of stats.values())
+    if (s.type === 'transport' && s.selectedCandidatePairId) {
+      const pair = stats.get(s.selectedCandidatePairId);
+      const local = stats.get(pair.localCandidateId);
+      return {type: local.candidateType, relayProtocol: local.relayProtocol || null};
+    }
+  return null;
+}"""
+
+
+def webrtc_through_turn(
+    browser: Browser, personas: Personas, url: str, sandbox: Sandbox, tmp_path: Path, turn: dict[str, Any]
+) -> None:
+    """The same UDP-less network, with the site's TURN server reachable over TCP: ICE relays through it
+    and the video plays over WebRTC (no fallback)."""
+    site_port = int(url.rsplit(":", 1)[1])
+    turn_port = int(turn["urls"][0].split(":")[2].split("?")[0])
+    executable, bridges = chromium_without_udp(tmp_path, [site_port, turn_port], CHROMIUM, lan=True)
+    relayed = browser.browser_type.launch(executable_path=executable, args=CHROMIUM_ARGS)
+    try:
+        page = watched_peers(relayed, personas, url)
+        page.goto(f"/sandboxes/{sandbox.pk}/live/?transport=webrtc")
+        page.wait_for_function(VIDEO_PLAYING, timeout=30_000)
+        box = page.locator("[data-testid=live] .live-box")
+        assert box.get_attribute("data-transport") == "webrtc"
+        assert box.get_attribute("data-state") == "connected"
+        assert "connected" in page.evaluate("window.__states")
+        assert page.evaluate(SELECTED_CANDIDATE) == {"type": "relay", "relayProtocol": "tcp"}
+    finally:
+        relayed.close()
+        bridges.close()
