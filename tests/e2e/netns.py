@@ -147,7 +147,7 @@ def turn_server(tmp: Path) -> Iterator[dict[str, Any]]:
         f"--listening-port={port}", "--relay-ip=127.0.0.1", "--allow-loopback-peers",
         "--lt-cred-mech", f"--user=flywheel:{secret}", "--realm=flywheel.test",
         "--min-port=40000", "--max-port=40999", f"--log-file={log}", "--simple-log", "--verbose",
-        f"--pidfile={tmp / 'turnserver.pid'}",
+        f"--pidfile={tmp / 'turnserver.pid'}", f"--userdb={tmp / 'turndb'}",  # not /var/lib/turn's
     ]  # fmt: skip
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
