@@ -292,7 +292,11 @@ export function mount(el, options) {
       if (session === me && !peerUp) fallBack(`no connection in ${ticket.connect_timeout_s || 8} s`);
     }, (ticket.connect_timeout_s || 8) * 1000);
     pc.ontrack = (ev) => { video.srcObject = ev.streams[0] || new MediaStream([ev.track]); };
-    video.addEventListener("loadedmetadata", () => { fit(video, video.videoWidth, video.videoHeight); connected(); });
+    // Connected once the picture is there and, to control, the input channel is open: a person who
+    // starts at "connected" must not lose a first click or keys.
+    const ready = () => { if (video.videoWidth && (!channel || channel.readyState === "open")) connected(); };
+    video.addEventListener("loadedmetadata", () => { fit(video, video.videoWidth, video.videoHeight); ready(); });
+    if (channel) channel.addEventListener("open", ready);
     video.addEventListener("resize", () => fit(video, video.videoWidth, video.videoHeight));
     pc.onconnectionstatechange = () => {
       if (pc.connectionState === "connected") { peerUp = true; clearTimeout(connectTimer); }
@@ -332,7 +336,14 @@ export function mount(el, options) {
   // Control over WebRTC: the recorder's raw events (the same form the session socket takes), as
   // JSON on the data channel; the server merges them into actions and records them as steps.
   function bindInput(target, channel) {
-    const send = (msg) => { if (channel.readyState === "open") channel.send(JSON.stringify(msg)); };
+    // Input from before the channel opened waits for it (in order), never dropped unsent.
+    const waiting = [];
+    const send = (msg) => {
+      const data = JSON.stringify(msg);
+      if (channel.readyState === "open") channel.send(data);
+      else if (channel.readyState === "connecting" && waiting.length < 10000) waiting.push(data);
+    };
+    channel.addEventListener("open", () => { while (waiting.length) channel.send(waiting.shift()); });
     input = attach(target, { toScreen, send, enabled: inputEnabled });
     return () => { input.detach(); input = null; };
   }

@@ -138,8 +138,45 @@ def test_annotator_demonstrates_a_task_in_the_live_view_and_a_reviewer_accepts_i
     check_outsider_and_review(browser, platform, personas, episode)
 
 
-def demonstrate(browser: Browser, platform: str, personas: Personas, *, transport: str = "") -> Episode:
-    """The annotator's part: start the note task, click into the terminal, type, submit; reward 1."""
+# The WebRTC input channel opens `ms` later than it really does (its readyState says "connecting" and
+# its open event waits), as on a loaded machine where the picture comes before the channel; the page's
+# "connected" and the channel's opening are timed (performance.now()).
+HOLD_CHANNEL = """(ms) => {
+  const native = RTCPeerConnection.prototype.createDataChannel;
+  const stateOf = Object.getOwnPropertyDescriptor(RTCDataChannel.prototype, "readyState").get;
+  window.__channelOpenedAt = 0;
+  window.__connectedAt = 0;
+  RTCPeerConnection.prototype.createDataChannel = function (...args) {
+    const ch = native.apply(this, args);
+    let held = true;
+    const waiting = [];
+    const add = ch.addEventListener.bind(ch);
+    ch.addEventListener = (type, fn, ...rest) =>
+      (type === "open" ? waiting.push(fn) : add(type, fn, ...rest));
+    Object.defineProperty(ch, "readyState", {
+      get: () => { const s = stateOf.call(ch); return held && s === "open" ? "connecting" : s; } });
+    add("open", () => setTimeout(() => {
+      held = false;
+      window.__channelOpenedAt = performance.now();
+      waiting.forEach((fn) => fn(new Event("open")));
+    }, ms));
+    return ch;
+  };
+  document.addEventListener("DOMContentLoaded", () => {
+    const el = document.querySelector("[data-testid=session]");
+    new MutationObserver(() => {
+      if (el.dataset.live === "connected" && !window.__connectedAt) window.__connectedAt = performance.now();
+    }).observe(el, { attributes: true });
+  });
+}"""
+
+
+def demonstrate(
+    browser: Browser, platform: str, personas: Personas, *, transport: str = "", hold_channel_ms: int = 0
+) -> Episode:
+    """The annotator's part: start the note task, click into the terminal, type, submit; reward 1.
+    `hold_channel_ms` (WebRTC): the input channel opens that much later; the click is made as soon as
+    the picture plays, before the channel is open, and must be recorded all the same."""
     task = note_task()
     page = login(browser, platform, personas.annotator.get_username())
     page.get_by_role("link", name="Annotate").click()
@@ -147,15 +184,29 @@ def demonstrate(browser: Browser, platform: str, personas: Personas, *, transpor
     page.get_by_test_id("start-form").get_by_role("button", name="Start").click()
     expect(page.get_by_test_id("recorder")).to_be_visible(timeout=90_000)
     episode = Episode.objects.get(task=task, annotator=personas.annotator)
+    if hold_channel_ms:
+        page.add_init_script(f"({HOLD_CHANNEL})({hold_channel_ms})")
     if transport:
         page.goto(f"/annotate/episodes/{episode.pk}/?transport={transport}")
         expect(page.get_by_test_id("recorder")).to_be_visible()
     live_state = "() => document.querySelector('[data-testid=session]').dataset.live"
+    if hold_channel_ms:  # the picture plays while the channel is held: click now
+        page.wait_for_function(
+            """() => (document.querySelector('video.live-screen') || {}).videoWidth > 0
+                     && document.querySelector('#screen svg').viewBox.baseVal.width > 0"""
+        )
+        assert page.evaluate("window.__channelOpenedAt") == 0, "the channel opened before the picture played"
+        x, y = screen_point(page, 640, 360)
+        page.mouse.click(x, y)
     connected = wait_for(lambda: page.evaluate(live_state) == "connected", timeout=30)
     notice = page.get_by_test_id("notice").inner_text()
     assert connected, f"the live view did not connect: {page.evaluate(live_state)} {notice}"
-    x, y = screen_point(page, 640, 360)
-    page.mouse.click(x, y)
+    if hold_channel_ms:  # "connected" means input goes through: not before the channel opened
+        opened, shown = page.evaluate("[window.__channelOpenedAt, window.__connectedAt]")
+        assert 0 < opened <= shown, (opened, shown)
+    else:
+        x, y = screen_point(page, 640, 360)
+        page.mouse.click(x, y)
     page.keyboard.type("echo hello > note.txt")
     page.keyboard.press("Enter")
     expect(page.get_by_test_id("steps").locator("li")).to_have_count(2, timeout=20_000)
@@ -169,7 +220,8 @@ def demonstrate(browser: Browser, platform: str, personas: Personas, *, transpor
 def test_over_webrtc_input_travels_on_the_data_channel_and_is_recorded_the_same(
     platform: str, browser: Browser, personas: Personas
 ) -> None:
-    episode = demonstrate(browser, platform, personas, transport="webrtc")
+    # The input channel opens 1.5 s after the picture plays; the click made meanwhile is not lost.
+    episode = demonstrate(browser, platform, personas, transport="webrtc", hold_channel_ms=1500)
     steps = list(Step.objects.filter(episode=episode).order_by("index"))
     assert [s.action["type"] for s in steps] == ["click", "type"]
     assert steps[1].action["content"] == "echo hello > note.txt\n"
