@@ -20,6 +20,8 @@ let paused = false;
 let status = root.dataset.status;
 let proposal = null;
 let retry = 500;
+let online = false; // the session socket is open
+const RECONNECTING = "Reconnecting to the session… input is paused until it is back.";
 const viewArea = JSON.parse(document.getElementById("view-area").textContent);
 let zoomTo = viewArea ? "area" : "screen";
 
@@ -53,8 +55,12 @@ function renderControl() {
   show("force", running && mayControl && !iHold() && control.holder === "human" && root.dataset.canForce === "1");
   $("[data-testid=recorder]").hidden = !(running && iHold());
   if (running && iHold() && !toolsAsked) { toolsAsked = true; send({ type: "tools" }); }
-  if (recorder) recorder.setEnabled(Boolean(running && iHold()));
-  if (live && live.setInputEnabled) live.setInputEnabled(Boolean(running && iHold()));
+  // Input is executed and recorded by the session's socket: while it reconnects, input is paused
+  // (and the person told), never sent into a closed socket and lost.
+  const acting = Boolean(running && iHold() && online);
+  if (recorder) recorder.setEnabled(acting);
+  if (live && live.setInputEnabled) live.setInputEnabled(acting);
+  root.dataset.input = acting ? "on" : "off";
 }
 
 function addStep(s) {
@@ -210,7 +216,12 @@ function attachRecorder() {
 function connect() {
   const proto = location.protocol === "https:" ? "wss" : "ws";
   ws = new WebSocket(`${proto}://${location.host}${root.dataset.ws}`);
-  ws.onopen = () => { retry = 500; };
+  ws.onopen = () => {
+    retry = 500;
+    online = true;
+    if (notice.textContent === RECONNECTING) say("");
+    renderControl();
+  };
   ws.onmessage = (e) => {
     const m = JSON.parse(e.data);
     switch (m.type) {
@@ -274,8 +285,11 @@ function connect() {
     }
   };
   ws.onclose = (e) => {
+    online = false;
+    renderControl();
     if (e.code === 4401) { say("Log in again to continue.", true); return; }
     if (e.code === 4403) { say("You may not open this episode.", true); return; }
+    say(RECONNECTING, true);
     setTimeout(connect, retry);
     retry = Math.min(retry * 2, 8000);
   };

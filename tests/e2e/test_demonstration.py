@@ -96,6 +96,18 @@ def test_annotator_demonstrates_a_task_in_the_live_view_and_a_reviewer_accepts_i
 ) -> None:
     task = note_task()
     page = login(browser, platform, personas.annotator.get_username())
+    # The page's session sockets, kept where the test can drop one (Playwright's WebSocket routing
+    # breaks noVNC's socket on the same page).
+    page.add_init_script(
+        """window.__sessionSockets = [];
+           const Native = window.WebSocket;
+           window.WebSocket = function (url, ...rest) {
+             const ws = new Native(url, ...rest);
+             if (/\\/session\\/$/.test(url)) window.__sessionSockets.push(ws);
+             return ws; };
+           for (const k of ["CONNECTING", "OPEN", "CLOSING", "CLOSED"]) window.WebSocket[k] = Native[k];
+           window.WebSocket.prototype = Native.prototype;"""
+    )
     page.get_by_role("link", name="Annotate").click()
     page.get_by_test_id("start-form").get_by_label("Task").select_option(str(task.pk))
     page.get_by_test_id("start-form").get_by_role("button", name="Start").click()
@@ -111,6 +123,19 @@ def test_annotator_demonstrates_a_task_in_the_live_view_and_a_reviewer_accepts_i
     assert wait_for(lambda: page.evaluate(live_state) == "connected", timeout=30), (
         "the live view did not connect"
     )
+    # The session's socket drops: the page pauses input and says so (input would go nowhere) until it
+    # has reconnected by itself; then input is on again.
+    session = "document.querySelector('[data-testid=session]')"
+    page.wait_for_function(f"() => {session}.dataset.input === 'on'")
+    page.evaluate("window.__sessionSockets.at(-1).close(4000, 'the test dropped it')")
+    page.wait_for_function(
+        f"""() => {session}.dataset.input === 'off'
+                 && document.querySelector('[data-testid=notice]').textContent.startsWith('Reconnecting')""",
+        polling="raf",
+    )
+    page.wait_for_function(f"() => {session}.dataset.input === 'on'", timeout=20_000)
+    expect(page.get_by_test_id("notice")).not_to_contain_text("Reconnecting")
+    assert page.evaluate("window.__sessionSockets.length") == 2
 
     # Think aloud, click into the terminal, type a command: two steps, recorded through the server.
     page.get_by_test_id("thought").fill("The terminal is open; I will write the note with echo.")
