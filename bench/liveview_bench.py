@@ -553,12 +553,7 @@ def main() -> None:
                           f"{live1.get('starts')} time(s)", flush=True)  # fmt: skip
                     if args.transport == "webrtc":
                         for k, st in enumerate(viewers.webrtc_stats()):
-                            keys = ("framesReceived", "framesDecoded", "keyFramesDecoded", "framesDropped",
-                                    "packetsLost", "nackCount", "pliCount", "freezeCount", "totalVideoFrames",
-                                    "droppedVideoFrames", "paused", "framesPerSecond", "jitterBufferDelay",
-                                    "jitterBufferEmittedCount", "totalFreezesDuration", "totalPausesDuration",
-                                    "pauseCount")  # fmt: skip
-                            got = ", ".join(f"{key} {st.get(key)}" for key in keys)
+                            got = ", ".join(f"{key} {st.get(key)}" for key in RECEIVER_STATS)
                             print(f"         viewer {k}: {got}")
                     if kinds:
                         print(
@@ -580,6 +575,19 @@ def main() -> None:
     print(f"\nlogs: {var}")
 
 
+# Per WebRTC viewer: its receiver's statistics (inbound-rtp) and its player's (getVideoPlaybackQuality).
+RECEIVER_STATS = (
+    "framesReceived",
+    "framesDecoded",
+    "keyFramesDecoded",
+    "framesDropped",
+    "packetsLost",
+    "nackCount",
+    "pliCount",
+    "freezeCount",
+    "totalVideoFrames",
+    "droppedVideoFrames",
+)
 CHROMIUM_VIEWERS = -1  # in the pids measured: every Chromium process this bench started (the viewers')
 
 

@@ -37,14 +37,9 @@ INSTRUMENT = r"""
     const key = `${r},${g},${b}`;
     if (key !== B.last) { B.last = key; B.seen.push([r, g, b, now()]); }
   }
-  function sampleCanvas(c) {
-    if (!c.width || !c.height) return;
-    pctx.drawImage(c, c.width - 4, c.height - 4, 1, 1, 0, 0, 1, 1);
-    const d = pctx.getImageData(0, 0, 1, 1).data;
-    note(d[0], d[1], d[2]);
-  }
-  function sampleBitmap(bmp) {
-    pctx.drawImage(bmp, bmp.width - 4, bmp.height - 4, 1, 1, 0, 0, 1, 1);
+  function sample(src, w, h) {  // the colour near the bottom-right corner of a canvas, bitmap or video
+    if (!w || !h) return;
+    pctx.drawImage(src, w - 4, h - 4, 1, 1, 0, 0, 1, 1);
     const d = pctx.getImageData(0, 0, 1, 1).data;
     note(d[0], d[1], d[2]);
   }
@@ -58,8 +53,8 @@ INSTRUMENT = r"""
       // The screencast draws a whole decoded frame at 0,0: its corner is the canvas's, read from the
       // bitmap (reading the canvas would snapshot and copy it every frame: the bench's cost, not the
       // product's). noVNC draws parts of its back buffer: read the canvas.
-      if (bmp) sampleBitmap(bmp);
-      else sampleCanvas(c);
+      if (bmp) sample(bmp, bmp.width, bmp.height);
+      else sample(c, c.width, c.height);
     }
   }
   const draw = CanvasRenderingContext2D.prototype.drawImage;
@@ -89,11 +84,7 @@ INSTRUMENT = r"""
     video.__followed = true;
     const step = () => {
       B.frames += 1;
-      if (video.videoWidth) {
-        pctx.drawImage(video, video.videoWidth - 4, video.videoHeight - 4, 1, 1, 0, 0, 1, 1);
-        const d = pctx.getImageData(0, 0, 1, 1).data;
-        note(d[0], d[1], d[2]);
-      }
+      sample(video, video.videoWidth, video.videoHeight);
       if (video.isConnected) video.requestVideoFrameCallback(step);
     };
     video.requestVideoFrameCallback(step);

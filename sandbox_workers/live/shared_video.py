@@ -145,8 +145,8 @@ class SharedVideo:
                     next_frame = asyncio.ensure_future(anext(frames))
                 waits: set[asyncio.Future[Any]] = {next_frame}
                 key: asyncio.Future[Any] | None = None
-                if self._keyframe.is_set():  # one is asked for: wake when it may be made
-                    timeout = self._keyframe_wait() or IDLE_REPEAT_S
+                if self._keyframe.is_set():  # one is asked for: wake when it may be made (now: at once)
+                    timeout = self._keyframe_wait()
                 else:
                     key = asyncio.ensure_future(self._keyframe.wait())
                     waits.add(key)
