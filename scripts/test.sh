@@ -18,6 +18,9 @@ phase_end() {  # phase_end NAME: record the time since the last phase ended
 }
 
 scripts/setup.sh test
+# How fast this machine is against the one the budgets were set on (measured idle, before and after).
+speed() { .venv/bin/python scripts/speed.py 2>/dev/null || echo '{"factor": 1.0}'; }
+speed_before=$(speed)
 phase_end setup
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
@@ -132,6 +135,7 @@ done
 tier=test main_log=$logs/postgres.log
 if [ "${VERIFY:-0}" = 1 ]; then tier=verify main_log=$logs/sweeps.log
 elif [ "${FAST:-0}" = 1 ]; then tier=fast main_log=$logs/sqlite.log; fi
-printf '%s\n' "${phases[@]}" | python scripts/budget.py --tier "$tier" --log "$main_log" || status=$((status == 0 ? 3 : status))
+printf '%s\n' "${phases[@]}" | python scripts/budget.py --tier "$tier" --log "$main_log" \
+  --speed "$speed_before" --speed "$(speed)" || status=$((status == 0 ? 3 : status))
 echo "[test] finished in $(( $(date +%s) - t0 )) s with status $status"
 exit $status
