@@ -30,6 +30,7 @@ from agent_core.training.sft import SFTTrainer
 from agent_core.training.tiny_policy import build_tiny_policy
 from agent_core.training.toy import oracle_examples
 from agent_core.training.types import NullHooks, RunSpec
+from tests import sweeps
 
 TASKS = ["toy/buttons-2", "toy/buttons-3"]
 STEPS = 6
@@ -173,8 +174,8 @@ def test_two_processes_give_the_one_process_loss_curve_replicated_or_sharded(
 
 
 @pytest.mark.slow
-# verify-suites only: make test kills a rank through the platform (webapp/training/test_distributed_real.py)
 @pytest.mark.sweep
+@sweeps.full_only("make test kills a rank through the platform: webapp/training/test_distributed_real.py")
 def test_a_killed_rank_ends_the_run_and_the_resumed_run_finishes(base: Path, tmp_path: Path) -> None:
     examples = oracle_examples(TASKS, range(8))
     out, job = tmp_path / "run", tmp_path / "run" / "job"
@@ -240,6 +241,7 @@ from agent_core.training.config import validate_config
 from agent_core.training.dist_job import run_distributed
 from agent_core.training.toy import oracle_examples
 from agent_core.training.types import NullHooks, RunSpec
+from tests import sweeps
 base, out = Path(sys.argv[1]), Path(sys.argv[2])
 cfg = validate_config("sft", {"processes": 2, "batch_size": 2, "max_steps": 100000, "device": "cpu"})
 examples = oracle_examples(["toy/buttons-2"], range(4))
