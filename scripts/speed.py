@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-REPEATS = 3
+REPEATS = 5
 PROCESSES = 2
 
 
