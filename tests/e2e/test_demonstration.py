@@ -33,6 +33,29 @@ from webapp.reviews.models import Review, StepLabel
 from webapp.reviews.services import review_assign
 from webapp.sandboxes.models import Sandbox
 
+# Every WebSocket a page opens is watched: each opening and close is logged (URL, close code, when) in
+# window.__sockets, and the socket itself kept in window.__socketObjects for a test to drop. The page
+# gets native sockets (the constructor returns one).
+WATCH_SOCKETS = """
+(() => {
+  const Native = window.WebSocket;
+  const log = window.__sockets = {opened: [], closed: []};
+  const kept = window.__socketObjects = [];
+  function Watched(...args) {
+    const ws = new Native(...args);
+    const url = String(args[0]).replace(/ticket=[^&]+/, "ticket=…");
+    log.opened.push({url, at: Date.now()});
+    kept.push(ws);
+    ws.addEventListener("close", (e) => log.closed.push({url, code: e.code, at: Date.now()}));
+    return ws;
+  }
+  Watched.prototype = Native.prototype;
+  for (const k of ["CONNECTING", "OPEN", "CLOSING", "CLOSED"]) Watched[k] = Native[k];
+  window.WebSocket = Watched;
+})();
+"""
+SESSION_SOCKETS = "window.__socketObjects.filter((ws) => /\\/session\\/$/.test(ws.url))"
+
 pytestmark = pytest.mark.slow
 
 
@@ -96,18 +119,9 @@ def test_annotator_demonstrates_a_task_in_the_live_view_and_a_reviewer_accepts_i
 ) -> None:
     task = note_task()
     page = login(browser, platform, personas.annotator.get_username())
-    # The page's session sockets, kept where the test can drop one (Playwright's WebSocket routing
-    # breaks noVNC's socket on the same page).
-    page.add_init_script(
-        """window.__sessionSockets = [];
-           const Native = window.WebSocket;
-           window.WebSocket = function (url, ...rest) {
-             const ws = new Native(url, ...rest);
-             if (/\\/session\\/$/.test(url)) window.__sessionSockets.push(ws);
-             return ws; };
-           for (const k of ["CONNECTING", "OPEN", "CLOSING", "CLOSED"]) window.WebSocket[k] = Native[k];
-           window.WebSocket.prototype = Native.prototype;"""
-    )
+    # The page's sockets kept where the test can drop one (Playwright's WebSocket routing breaks
+    # noVNC's socket on the same page).
+    page.add_init_script(WATCH_SOCKETS)
     page.get_by_role("link", name="Annotate").click()
     page.get_by_test_id("start-form").get_by_label("Task").select_option(str(task.pk))
     page.get_by_test_id("start-form").get_by_role("button", name="Start").click()
@@ -127,7 +141,7 @@ def test_annotator_demonstrates_a_task_in_the_live_view_and_a_reviewer_accepts_i
     # has reconnected by itself; then input is on again.
     session = "document.querySelector('[data-testid=session]')"
     page.wait_for_function(f"() => {session}.dataset.input === 'on'")
-    page.evaluate("window.__sessionSockets.at(-1).close(4000, 'the test dropped it')")
+    page.evaluate(f"{SESSION_SOCKETS}.at(-1).close(4000, 'the test dropped it')")
     page.wait_for_function(
         f"""() => {session}.dataset.input === 'off'
                  && document.querySelector('[data-testid=notice]').textContent.startsWith('Reconnecting')""",
@@ -135,7 +149,7 @@ def test_annotator_demonstrates_a_task_in_the_live_view_and_a_reviewer_accepts_i
     )
     page.wait_for_function(f"() => {session}.dataset.input === 'on'", timeout=20_000)
     expect(page.get_by_test_id("notice")).not_to_contain_text("Reconnecting")
-    assert page.evaluate("window.__sessionSockets.length") == 2
+    assert page.evaluate(f"{SESSION_SOCKETS}.length") == 2
 
     # Think aloud, click into the terminal, type a command: two steps, recorded through the server.
     page.get_by_test_id("thought").fill("The terminal is open; I will write the note with echo.")

@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import Personas
 from tests.e2e import test_flywheel
-from tests.e2e.test_demonstration import login, screen_point
+from tests.e2e.test_demonstration import WATCH_SOCKETS, login, screen_point
 from tests.procs import wait_for
 from tests.webapp.annotation.conftest import note_reads, note_task
 from webapp.annotation.models import Assignment
@@ -43,30 +43,11 @@ CHOSEN = TASKS[0]
 # test_socket_lifetime.py holds sockets idle past the Redis ones alone, cheaply.
 HOLD_S = 65
 
-# Every WebSocket the page opens is counted, and each close is kept with its code and when it came.
-COUNT_SOCKETS = """
-(() => {
-  const Native = window.WebSocket;
-  const log = window.__sockets = {opened: [], closed: []};
-  // The page gets native sockets (the constructor returns one), only watched.
-  function Counted(...args) {
-    const ws = new Native(...args);
-    const url = String(args[0]).replace(/ticket=[^&]+/, "ticket=…");
-    log.opened.push({url, at: Date.now()});
-    ws.addEventListener("close", (e) => log.closed.push({url, code: e.code, at: Date.now()}));
-    return ws;
-  }
-  Counted.prototype = Native.prototype;
-  for (const k of ["CONNECTING", "OPEN", "CLOSING", "CLOSED"]) Counted[k] = Native[k];
-  window.WebSocket = Counted;
-})();
-"""
-
 
 def as_role(browser: Browser, url: str, username: str) -> Page:
     """Log in through the form, with the socket counter in every page of the context."""
     page = login(browser, url, username)
-    page.context.add_init_script(COUNT_SOCKETS)
+    page.context.add_init_script(WATCH_SOCKETS)
     page.on("console", lambda m: print(f"[{username} console] {m.type}: {m.text}"))
     page.on("pageerror", lambda e: print(f"[{username} pageerror] {e}"))
     return page
