@@ -34,7 +34,10 @@ def worker_slot(slot: int) -> int:
     """`slot` moved into this pytest-xdist worker's own range: a sandbox's uid is its slot's, and two
     workers' sandboxes on one uid could signal (and clean up) each other's processes."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    return slot + (1000 * int(worker[2:]) if worker.startswith("gw") else 0)
+    # FLYWHEEL_TEST_SLOT_OFFSET: a second pytest session on the same machine (scripts/dev-test.sh) keeps
+    # its sandboxes' uids apart from the first one's.
+    offset = int(os.environ.get("FLYWHEEL_TEST_SLOT_OFFSET", "0") or 0)
+    return offset + slot + (1000 * int(worker[2:]) if worker.startswith("gw") else 0)
 
 
 def free_port() -> int:
