@@ -3,11 +3,12 @@ desktop (LibreOffice Calc open) instead of OSWorld's VM.
 
     .venv/bin/python bench/osworld_bench.py                       # the dev split, 5 rounds, 4 desktops
     .venv/bin/python bench/osworld_bench.py --tasks DIR --rounds 10 --desktops 6
+    .venv/bin/python bench/osworld_bench.py --import-only                         # the import table only
 
 Needs scripts/office-apps.sh (the applications) and scripts/osworld-env.sh (OSWorld's metrics). Every
 figure is measured in this run on this machine:
-- import: per domain, tasks, imported, and those needing VS Code or Google Drive (which cannot be had
-  here); per reason, the refusals;
+- import: per domain, tasks (files), imported, and those needing VS Code or Google Drive (which cannot be
+  had here); per reason, the refusals (a file is counted by its path: OSWorld reuses ids across domains);
 - per task round on one desktop: reset (what replaces OSWorld's snapshot revert: processes killed,
   workspace and profiles wiped, session restarted), setup (the host's download from its offline mirror
   and LibreOffice Calc opening the file), scoring (postconfig's ctrl+s and OSWorld's compare_table);
@@ -37,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 from agent_core.actions import model as A  # noqa: E402
 from agent_core.suites import osworld_samples  # noqa: E402
 from agent_core.tasks import osworld_metrics  # noqa: E402
-from agent_core.tasks.osworld import import_osworld_files, import_osworld_task  # noqa: E402
+from agent_core.tasks.osworld import import_osworld_task  # noqa: E402
+from agent_core.tasks.osworld_files import import_osworld_files  # noqa: E402
 from agent_core.tasks.runner import evaluate, prepare  # noqa: E402
 from sandbox_workers.agent_env import SandboxEnv  # noqa: E402
 from sandbox_workers.base import Profile  # noqa: E402
@@ -52,8 +54,10 @@ UNAVAILABLE = ("VS Code", "Google Drive")
 def import_table(folder: Path) -> None:
     paths = sorted(folder.rglob("*.json"))
     imported, refused = import_osworld_files(paths)
-    ok = {s.id.rsplit("/", 1)[-1] for s in imported}
+    # A file is imported unless refused: counted by its path, never by its bare id (OSWorld gives one id
+    # to different tasks of different domains, so one imported chrome/<id> counted thunderbird/<id> too).
     why = dict(refused)
+    assert len(imported) + len(why) == len(paths), "every file is imported or refused"
     domains: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
     reasons: collections.Counter[str] = collections.Counter()
     windows = 0
@@ -63,7 +67,7 @@ def import_table(folder: Path) -> None:
             continue
         row = domains[p.parent.name]
         row[0] += 1
-        if p.stem.lower() in ok:
+        if str(p) not in why:
             row[1] += 1
             continue
         reason = re.sub(r"^OSWorld task [^:]+: ", "", why[str(p)])
@@ -111,9 +115,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--desktops", type=int, default=4)
+    ap.add_argument("--import-only", action="store_true", help="print the import table only (no desktops)")
     args = ap.parse_args()
     if args.tasks.is_dir():
         import_table(args.tasks)
+    if args.import_only:
+        return
     problem = osworld_metrics.available()
     if problem:
         raise SystemExit(f"OSWorld's metrics: {problem}")

@@ -236,7 +236,8 @@ def local_fetch(provider: Provider, params: Mapping[str, Any]) -> dict[str, Any]
     mirror a host uses (FLYWHEEL_VAR_DIR/fetch-cache, SANDBOX_FETCH_MIRROR), fetched here, never in
     the sandbox."""
     var = os.environ.get("FLYWHEEL_VAR_DIR", "var")
-    key = (var, os.environ.get("SANDBOX_FETCH_MIRROR", ""), os.environ.get("SANDBOX_FETCH_OFFLINE", ""))
+    settings = ("SANDBOX_FETCH_MIRROR", "SANDBOX_FETCH_OFFLINE", "SANDBOX_FETCH_ALLOW_NETS")
+    key = (var, *(os.environ.get(k, "") for k in settings))
     if key not in _LOCAL_FETCH:
         _LOCAL_FETCH[key] = FetchCache.from_env(Path(var) / "fetch-cache")
     url = str(params.get("url", ""))

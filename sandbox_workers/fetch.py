@@ -10,6 +10,11 @@ A mirror (`SANDBOX_FETCH_MIRROR`: a folder, or an http(s) base URL) holds each f
 With `SANDBOX_FETCH_OFFLINE=1` the original URL is never tried. A file that cannot be had raises
 `FetchFailed` naming the URL and what each source answered: the task cannot start (an env error),
 it is never skipped silently.
+
+The URL itself is fetched from public addresses only (`fetch_net`: every address its name resolves to
+is checked, the connection goes to a checked one, redirects are checked again): never loopback,
+private, link-local or multicast ones, unless the operator's `SANDBOX_FETCH_ALLOW_NETS` names their
+network (a lab's own file server). The mirror is the operator's and is trusted (it may be on loopback).
 """
 
 from __future__ import annotations
@@ -22,14 +27,14 @@ import os
 import shutil
 import tempfile
 import threading
-import urllib.error
-import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_core.tasks.mirror import url_key
+from agent_core.tasks.public_urls import IPNetwork, allowed_networks, literal_refusal
 from sandbox_workers.base import EnvError, SandboxError
+from sandbox_workers.fetch_net import AddressPolicy, Resolver, download, system_resolver
 
 if TYPE_CHECKING:
     from sandbox_workers.pool import Pool
@@ -46,12 +51,21 @@ class FetchCache:
     """The host's download cache (thread-safe: one fetch per URL at a time)."""
 
     def __init__(
-        self, root: Path, *, mirror: str = "", offline: bool = False, max_bytes: int = MAX_BYTES
+        self,
+        root: Path,
+        *,
+        mirror: str = "",
+        offline: bool = False,
+        max_bytes: int = MAX_BYTES,
+        allow: Sequence[IPNetwork] = (),
+        resolver: Resolver = system_resolver,
     ) -> None:
         self.root = root
         self.mirror = mirror.rstrip("/")
         self.offline = offline
         self.max_bytes = max_bytes
+        self.policy = AddressPolicy(allow=tuple(allow), resolver=resolver)
+        """Where the URLs themselves may be fetched from (public addresses, and `allow`)."""
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         for sub in ("blobs", "urls", "tmp"):
@@ -59,11 +73,17 @@ class FetchCache:
 
     @classmethod
     def from_env(cls, root: Path) -> FetchCache:
-        """The cache under `root` configured by SANDBOX_FETCH_MIRROR and SANDBOX_FETCH_OFFLINE."""
+        """The cache under `root` configured by SANDBOX_FETCH_MIRROR, SANDBOX_FETCH_OFFLINE and
+        SANDBOX_FETCH_ALLOW_NETS (SandboxError naming a bad entry of the last)."""
+        try:
+            allow = allowed_networks()
+        except ValueError as exc:
+            raise SandboxError(str(exc)) from None
         return cls(
             root,
             mirror=os.environ.get("SANDBOX_FETCH_MIRROR", ""),
             offline=os.environ.get("SANDBOX_FETCH_OFFLINE", "") not in ("", "0"),
+            allow=allow,
         )
 
     def get(self, url: str, *, timeout: float = TIMEOUT_S) -> tuple[bytes, str, str]:
@@ -83,7 +103,7 @@ class FetchCache:
                 sources.append(("url", url))
             for name, source in sources:
                 try:
-                    data = self._read(source, timeout)
+                    data = self._read(source, timeout, checked=name == "url")
                 except (OSError, ValueError) as exc:
                     tried.append(f"{name} {source}: {exc}")
                     continue
@@ -101,23 +121,16 @@ class FetchCache:
             return None
         return data if hashlib.sha256(data).hexdigest() == digest else None
 
-    def _read(self, source: str, timeout: float) -> bytes:
+    def _read(self, source: str, timeout: float, *, checked: bool) -> bytes:
+        """The bytes of a mirror's file or URL (`checked`: the address policy applies, for a task's URL)."""
         if not source.startswith(("http://", "https://")):
             path = Path(source.removeprefix("file://"))
             if path.stat().st_size > self.max_bytes:
                 raise ValueError(f"larger than {self.max_bytes} bytes")
             return path.read_bytes()
-        request = urllib.request.Request(source, headers={"User-Agent": "flywheel-sandbox-host"})  # noqa: S310
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only
-                data: bytes = response.read(self.max_bytes + 1)
-        except urllib.error.HTTPError as exc:
-            raise OSError(f"HTTP {exc.code}") from None
-        except urllib.error.URLError as exc:
-            raise OSError(str(exc.reason)) from None
-        if len(data) > self.max_bytes:
-            raise ValueError(f"larger than {self.max_bytes} bytes")
-        return data
+        return download(
+            source, timeout=timeout, max_bytes=self.max_bytes, policy=self.policy if checked else None
+        )
 
     def _store(self, key: str, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
@@ -142,6 +155,9 @@ async def fetch_for_lease(
     url, path = params.get("url"), params.get("path")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise SandboxError("fetch: url must be an http(s) URL")
+    why = literal_refusal(url, cache.policy.allow)
+    if why:
+        raise SandboxError(f"fetch: url {url} is refused: {why} (a task's files come from public hosts only)")
     if path is not None and (not isinstance(path, str) or not path):
         raise SandboxError("fetch: path must be a non-empty string")
     timeout = params.get("timeout", TIMEOUT_S)

@@ -35,6 +35,9 @@ def make_task(**overrides: Any) -> Task:
     fields["platform"] = spec.get("platform", fields["platform"])
     fields["env_profile"] = spec.get("profile") or overrides.get("platform") or fields["platform"]
     fields.update(overrides)
+    if fields.get("spec"):
+        # ...and its id with the slug (the slug wins: tests share one spec among several tasks).
+        fields["spec"] = {**fields["spec"], "id": fields["slug"]}
     return task_create(**fields)
 
 

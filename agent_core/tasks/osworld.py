@@ -6,7 +6,8 @@ on the `office` desktop profile (OSWorld's applications, a 1920×1080 screen, $H
 OSWorld's VM) and is scored by OSWorld's own metric functions (`osworld` metric: desktop-env's
 functions in a process and environment of their own, `agent_core.tasks.osworld_metrics`) with
 OSWorld's combination rule (`and`: 0 when any metric is 0, else the mean: `all_mean`; `or`: the
-maximum: `any`). The document as given is kept under `origin.osworld`.
+maximum: `any`). The document as given is kept under `origin.osworld`. Task files, many at once and
+each under one domain: agent_core.tasks.osworld_files.
 
 Setup steps (`config[i].type`, and `evaluator.postconfig`, which becomes `checker.before`):
     download           → fetch (by the sandbox host, into its content-addressed cache, mirror first)
@@ -47,12 +48,12 @@ import json
 import re
 import shlex
 from collections.abc import Iterable, Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
+from agent_core.tasks.documents import document_problem
 from agent_core.tasks.osworld_evaluator import EvaluatorMapping
 from agent_core.tasks.osworld_tables import (
-    DOMAINS,
     DROPPED_FLAGS,
     EVALUATOR_KEYS,
     HOME,
@@ -77,9 +78,10 @@ from agent_core.tasks.osworld_tables import (
     WINDOWS_APPS,
     WINDOWS_PATH,
 )
+from agent_core.tasks.public_urls import download_refusal
 from agent_core.tasks.spec import FORMAT, TaskSpec, TaskSpecError, parse_task
 
-__all__ = ["HOME_DIRS", "OSWorldImportError", "import_osworld_files", "import_osworld_task"]
+__all__ = ["HOME_DIRS", "OSWorldImportError", "import_osworld_task"]
 
 
 class OSWorldImportError(TaskSpecError):
@@ -92,6 +94,10 @@ def import_osworld_task(doc: Mapping[str, Any], *, id_prefix: str = "osworld") -
     if not isinstance(doc, Mapping):
         raise OSWorldImportError(f"OSWorld task: must be a JSON object, got {type(doc).__name__}")
     raw_id = doc.get("id")
+    problem = document_problem(doc)
+    if problem is not None:
+        named = f" {raw_id}" if isinstance(raw_id, str) and problem[0] != "id" else ""
+        raise OSWorldImportError(f"OSWorld task{named}: {problem[0]}: {problem[1]}")
     if not isinstance(raw_id, str) or not raw_id.strip():
         raise OSWorldImportError("OSWorld task: id must be a non-empty string")
     imp = _Importer(raw_id)
@@ -156,38 +162,6 @@ def import_osworld_task(doc: Mapping[str, Any], *, id_prefix: str = "osworld") -
         raise
     except TaskSpecError as exc:
         raise imp.error("task", f"the imported document is not a valid task: {exc}") from None
-
-
-def import_osworld_files(
-    paths: Iterable[str | Path], *, id_prefix: str = "osworld"
-) -> tuple[list[TaskSpec], list[tuple[str, str]]]:
-    """Import OSWorld task files: (the imported specs, (path, reason) of each file skipped). A file in a
-    folder named after an OSWorld domain (`DOMAINS`) gets the id `<id_prefix>/<domain>/<id>`."""
-    imported: list[TaskSpec] = []
-    skipped: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for path in paths:
-        p = Path(path)
-        try:
-            doc = json.loads(p.read_text())
-        except (OSError, ValueError) as exc:
-            skipped.append((str(p), f"cannot read OSWorld task JSON: {exc}"))
-            continue
-        domain = p.parent.name
-        prefix = f"{id_prefix}/{domain}" if domain in DOMAINS else id_prefix
-        if "Windows" in p.parts and isinstance(doc, Mapping):
-            doc = {**doc, "related_apps": [*doc.get("related_apps", []), "windows"]}
-        try:
-            spec = import_osworld_task(doc, id_prefix=prefix)
-        except TaskSpecError as exc:
-            skipped.append((str(p), str(exc)))
-            continue
-        if spec.id in seen:
-            skipped.append((str(p), f"duplicate task id {spec.id}"))
-            continue
-        seen.add(spec.id)
-        imported.append(spec)
-    return imported, skipped
 
 
 def _title(instruction: str, limit: int = 80) -> str:
@@ -260,6 +234,8 @@ class _Importer(EvaluatorMapping):
             url, path = f["url"], f["path"]
             if not isinstance(url, str) or not URL.match(url):
                 raise self.error(f"{where} files[{j}]", f"url must be http(s), got {url!r}")
+            if (refused := download_refusal(url)) is not None:
+                raise self.error(f"{where} files[{j}]", refused)
             path = self.home_path(path, f"{where} files[{j}]")
             steps.append({"op": "fetch", "url": url, "path": path, "timeout": 300})
         return steps

@@ -16,6 +16,7 @@ from agent_core.tasks.osworld_tables import (
     OSWORLD_METRICS,
     URL,
 )
+from agent_core.tasks.public_urls import download_refusal
 from agent_core.tasks.spec import TaskSpecError
 
 
@@ -151,6 +152,8 @@ class EvaluatorMapping:
                 url, dest = getter.get("path"), getter.get("dest")
             if not isinstance(url, str) or not URL.match(url):
                 raise self.error(where, f"path must be an http(s) URL, got {url!r}")
+            if (refused := download_refusal(url, "path")) is not None:
+                raise self.error(where, refused)
             return {"op": "fetch", "url": url, "name": _name(dest, url)}
         if kind in ("vm_command_line", "vm_command_error"):
             command = self.command(getter.get("command"), bool(getter.get("shell", False)), where)

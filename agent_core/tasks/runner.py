@@ -260,7 +260,7 @@ def run_probe(probe: Probe, env: Env, context: Mapping[str, Any], *, answer: str
         if args.get("parse") == "json":
             try:
                 return json.loads(out.stdout)
-            except ValueError:
+            except (ValueError, RecursionError):  # what the sandbox printed is the agent's doing, not ours
                 return None
         return out.stdout
     if probe.op == "file":

@@ -28,7 +28,8 @@
 Strings anywhere may use `{{name}}` for a parameter and `{{save.field}}` for a field of a setup
 step's result saved with `save_as: save`. A probe `{op: saved, key: save, field: stdout, file: x.txt}`
 reads such a result (of setup or of checker.before) at scoring time, as a file named x.txt if `file` is
-given (OSWorld's cache_file). Errors raise `TaskSpecError` naming the field.
+given (OSWorld's cache_file). Errors raise `TaskSpecError` naming the field. No string or key may hold
+NUL, no number be NaN or infinite, nothing nest deeper than 32 levels (agent_core.tasks.documents).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_core.tasks.documents import document_check
 from agent_core.tasks.errors import TaskSpecError
+from agent_core.tasks.public_urls import download_refusal
 from agent_core.tasks.templating import TEMPLATE as _TEMPLATE
 from agent_core.tasks.templating import render, select_path
 
@@ -211,11 +214,12 @@ def loads(text: str, *, name: str = "task") -> Any:
     import yaml
 
     try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    try:
-        return yaml.safe_load(text)
+        try:
+            return json.loads(text)
+        except ValueError:
+            return yaml.safe_load(text)
+    except RecursionError:  # either parser recurses per level: a deep document is not read
+        raise TaskSpecError(f"{name}: nests too deeply to read") from None
     except yaml.YAMLError as exc:
         raise TaskSpecError(f"{name}: neither JSON nor YAML: {exc}") from None
 
@@ -223,6 +227,7 @@ def loads(text: str, *, name: str = "task") -> Any:
 def parse_task(doc: Any) -> TaskSpec:
     """Validate a task document; raises TaskSpecError naming the first bad field."""
     d = _mapping(doc, "task")
+    document_check(d)  # NUL, NaN, deep nesting: before anything walks it
     size = len(_json_text(d).encode())
     if size > MAX_DOC_BYTES:
         raise TaskSpecError(f"task: the document is {size} bytes; at most {MAX_DOC_BYTES} are accepted")
@@ -385,8 +390,8 @@ def _setup_step(i: int, doc: Any, *, where: str = "") -> SetupStep:
         raise TaskSpecError(f"{where} (put_file): give content or content_b64")
     if op == "window" and s["action"] not in ("activate", "close"):
         raise TaskSpecError(f"{where} (window): action must be activate or close, got {s['action']!r}")
-    if op == "fetch" and not re.match(r"^https?://", str(s["url"]), re.IGNORECASE):
-        raise TaskSpecError(f"{where} (fetch): url must be http(s), got {s['url']!r}")
+    if op == "fetch" and (refused := download_refusal(str(s["url"]))) is not None:  # http(s), public
+        raise TaskSpecError(f"{where} (fetch): {refused}")
     if op == "pyautogui":
         _pyautogui_steps(s, where)
     return SetupStep(op=op, args=s, timeout=float(timeout), save_as=str(save_as))
@@ -420,6 +425,8 @@ def _probe(doc: Any, where: str) -> Probe:
     missing = sorted(PROBE_OPS[op] - set(s))
     if missing:
         raise TaskSpecError(f"{where} ({op}): missing {', '.join(missing)}")
+    if op == "fetch" and (refused := download_refusal(str(s["url"]))) is not None:
+        raise TaskSpecError(f"{where} (fetch): {refused}")
     return Probe(op=op, args=s)
 
 

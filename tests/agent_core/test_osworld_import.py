@@ -17,12 +17,8 @@ import pytest
 from agent_core.actions import model as A
 from agent_core.env import EnvError, ExecOutput
 from agent_core.tasks import osworld_metrics
-from agent_core.tasks.osworld import (
-    HOME_DIRS,
-    OSWorldImportError,
-    import_osworld_files,
-    import_osworld_task,
-)
+from agent_core.tasks.osworld import HOME_DIRS, OSWorldImportError, import_osworld_task
+from agent_core.tasks.osworld_files import import_osworld_files
 from agent_core.tasks.osworld_metrics import file_value
 from agent_core.tasks.runner import combine, evaluate, prepare, run_probe
 from agent_core.tasks.spec import TaskSpec, TaskSpecError, parse_task
@@ -549,14 +545,15 @@ def test_import_files(tmp_path: Path) -> None:
         "osworld/os/5c1075ca-bb34-46a3-a7a0-029bd7463e79",
         "osworld/multi_apps/0e47de2a-32e0-456c-a366-8c607ef7a9d2",
         "osworld/libreoffice_calc/0bf05a7d-b28b-44d2-955a-50b41e24012a",
-        "osworld/f9be0997-4b7c-45c5-b05c-4612b44a6118",
+        # Outside a domain's folder: the domain its snapshot names.
+        "osworld/os/f9be0997-4b7c-45c5-b05c-4612b44a6118",
     ]
     assert all(isinstance(s, TaskSpec) for s in imported)
     reasons = dict(skipped)
     assert list(reasons) == [str(p) for p in paths[4:]]
     assert "cannot read OSWorld task JSON" in reasons[str(paths[4])]
     assert "cannot read OSWorld task JSON" in reasons[str(paths[5])]
-    assert "duplicate task id osworld/f9be0997" in reasons[str(paths[6])]
+    assert "the same task file as " + str(paths[3]) in reasons[str(paths[6])]
     # A task from OSWorld's Windows folder is a Windows task, whatever it says.
     assert "a Windows task" in reasons[str(paths[7])]
 

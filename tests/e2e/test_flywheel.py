@@ -119,7 +119,7 @@ def holds_control(episode_id: int, user: Any) -> bool:
 
 def demonstrate(personas: Personas, *, right: bool) -> Episode:
     """A real demonstration of the note task through the session recorder (the page's server side)."""
-    task = Task.objects.filter(slug="demo-write-note").first() or note_task()
+    task = Task.objects.filter(slug="demo/write-note").first() or note_task()
     episode = demo_start(task=task, annotator=personas.annotator)
     # Running comes first; control is handed over once the task is set up on the sandbox.
     until(lambda: Episode.objects.get(pk=episode.pk).status == "running", "the demonstration's sandbox", 120)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agent_core.tasks.mirror import url_key
 from agent_core.tasks.osworld import import_osworld_task
 from agent_core.tasks.runner import evaluate, prepare
 from sandbox_workers.agent_env import SandboxEnv
@@ -29,13 +30,17 @@ def test_osworld_terminal_task_on_a_real_desktop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     base, asked = server
-    (tmp_path / "www" / "readme.txt").write_text("fetched by the host\n")
+    # The task names a public URL; the operator's mirror (an http one, on loopback: trusted) has its file.
+    url = "https://files.example.org/osworld/readme.txt"
+    (tmp_path / "www" / "by-url").mkdir()
+    (tmp_path / "www" / "by-url" / url_key(url)).write_text("fetched by the host\n")
     monkeypatch.setenv("FLYWHEEL_VAR_DIR", str(tmp_path / "var"))
+    monkeypatch.setenv("SANDBOX_FETCH_MIRROR", base)
     doc = copy.deepcopy(OS_TERMINAL)
     doc["config"] += [
         {
             "type": "download",
-            "parameters": {"files": [{"url": f"{base}/readme.txt", "path": "Desktop/readme.txt"}]},
+            "parameters": {"files": [{"url": url, "path": "Desktop/readme.txt"}]},
         },
         {"type": "activate_window", "parameters": {"window_name": "xterm", "by_class": True}},
         # Typed into the active terminal through the sandbox's own input path.
@@ -61,7 +66,7 @@ def test_osworld_terminal_task_on_a_real_desktop(
     windows = env.call("windows")["windows"]
     assert sum("xterm" in " ".join(w["class"]).lower() for w in windows) >= 2
     assert env.get_file("Desktop/readme.txt") == b"fetched by the host\n"
-    assert asked == ["/readme.txt"]
+    assert asked == [f"/by-url/{url_key(url)}"]
     assert env.exec("test -e ~/typed").exit_code == 0
 
     before = evaluate(prepared, env)

@@ -12,6 +12,7 @@ from ninja import Field, Query, Router, Schema, Status
 from pydantic import ConfigDict, field_validator
 from pydantic_core import PydanticCustomError
 
+from webapp.catalog.availability import profiles_served_once, task_unavailable_reason
 from webapp.catalog.models import Platform, Task
 from webapp.catalog.selectors import suites_by_slug, tasks_filtered
 from webapp.catalog.services import task_create, task_update
@@ -44,9 +45,18 @@ class TaskOut(Schema):
     created_at: datetime
     updated_at: datetime
 
+    unavailable: str = Field(
+        description="Why the task cannot be started now (no sandbox host serves its profile); empty if it can"
+    )
+
     @staticmethod
     def resolve_suites(obj: Task) -> list[str]:
         return sorted(suite.slug for suite in obj.suites.all())
+
+    @staticmethod
+    def resolve_unavailable(obj: Task, context: Any) -> str:
+        served = profiles_served_once((context or {}).get("request"))
+        return task_unavailable_reason(task=obj, served=served)
 
 
 class TaskPage(Schema):

@@ -119,7 +119,8 @@ class Task(models.Model):
 
     def clean(self) -> None:
         """Refuse now what would only fail at rollout: a spec that does not parse, a profile no host
-        serves, a spec that disagrees with the row, text too long or holding NUL (each names its field)."""
+        serves, a spec that disagrees with the row (its id with the slug, its platform and profile),
+        text too long or holding NUL (each names its field)."""
         from agent_core.tasks.spec import TaskSpecError, parse_task
 
         errors: dict[str, str] = {}
@@ -138,7 +139,10 @@ class Task(models.Model):
             except TaskSpecError as exc:
                 errors["spec"] = f"invalid task spec: {exc}"
             else:
-                if parsed.profile not in known:
+                if parsed.id != self.slug and "slug" not in errors and TASK_SLUG.regex.match(self.slug):
+                    # Suites, oracles and OSWorld's re-import find a task by its spec's id.
+                    errors["spec"] = f"the spec's id {parsed.id!r} and the slug {self.slug!r} must agree"
+                elif parsed.profile not in known:
                     errors["spec"] = f"the spec's profile {parsed.profile!r} is served by no sandbox host"
                 if parsed.platform != self.platform:
                     errors.setdefault("platform", f"the spec's platform is {parsed.platform!r}")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 
 from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episodes_visible_to
@@ -62,6 +64,20 @@ def profiles_known() -> list[str]:
     # Android and office (OSWorld's applications) are served where a host is given them.
     names = {*DEFAULT_PROFILES, "android", "office"}
     for capacity in SandboxHost.objects.values_list("capacity", flat=True):
+        names.update(capacity or {})
+    return sorted(names)
+
+
+def profiles_served() -> list[str]:
+    """Profiles a task can start on now: the built-in ones (a host serves them unless told otherwise:
+    a task on them waits for a sandbox while its host restarts) and every profile an online host that
+    heartbeated within the grace period serves (office, android: only where a host was given them)."""
+    from sandbox_workers.profiles import DEFAULT_PROFILES
+
+    cutoff = timezone.now() - timedelta(seconds=settings.SANDBOX_HOST_GRACE_SECONDS)
+    alive = SandboxHost.objects.filter(status=SandboxHost.Status.ONLINE, last_heartbeat_at__gte=cutoff)
+    names = set(DEFAULT_PROFILES)
+    for capacity in alive.values_list("capacity", flat=True):
         names.update(capacity or {})
     return sorted(names)
 

@@ -47,7 +47,7 @@ def note_reads(episode: Any, text: str | None, timeout: float = 30) -> None:
 
 def note_task() -> Task:
     task = task_create(
-        slug="demo-write-note",
+        slug="demo/write-note",
         title="Write a note",
         instruction=NOTE_SPEC["instruction"],
         platform="desktop",

@@ -53,4 +53,6 @@ def task_body(**overrides: Any) -> dict[str, Any]:
         "suites": ["miniwob"],
     }
     body.update(overrides)
+    if "slug" in overrides and "spec" not in overrides:
+        body["spec"] = {**body["spec"], "id": body["slug"]}  # the two must agree
     return body

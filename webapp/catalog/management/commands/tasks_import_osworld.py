@@ -33,11 +33,16 @@ class Command(BaseCommand):
                 raise CommandError(f"{raw}: no such file or folder")
         if not files:
             raise CommandError("no .json task files found")
-        counts, refused = osworld_import(paths=files)
-        for slug, (created, changed) in counts.items():
+        result = osworld_import(paths=files)
+        for slug, (created, changed) in sorted(result.counts.items()):
             self.stdout.write(f"suite {slug}: {created} new, {changed} changed")
-        imported = len(files) - len(refused)
-        self.stdout.write(f"imported {imported} of {len(files)} task files; refused {len(refused)}:")
+        for path, slug in result.known:
+            self.stdout.write(f"{path}: imported before as {slug}, which it still is (one task per file)")
+        if result.unavailable:
+            n = len(result.unavailable)
+            self.stdout.write(f"{n} of them cannot be started yet: no sandbox host serves their profile now")
+        refused = result.refused
+        self.stdout.write(f"imported {len(result.slugs)} of {len(files)} task files; refused {len(refused)}:")
         reasons: Counter[str] = Counter()
         for path, why in refused:
             self.stdout.write(f"  {path}: {why}")
