@@ -45,6 +45,11 @@ class ActionFailed(SandboxError, ActionRejected):
     agent's invalid step, never an env error."""
 
 
+class DiskFull(ActionFailed):
+    """A write does not fit what is left of the sandbox's disk quota: the writer's doing (an agent's
+    invalid step, a task whose files are too big for its profile), never an env error."""
+
+
 class SandboxBrokenByAgent(SandboxError, EnvBrokenByAgent):
     """What runs in the sandbox keeps breaking what the sandbox needs (its window manager, say), past
     the restarts `Provider.repair` makes: the sandbox is unusable, and that is the agent's doing (its
@@ -57,6 +62,11 @@ class OperationUnsupported(SandboxError):
 
 class SandboxPathError(SandboxError):
     """A file path leaves the sandbox's workspace or does not exist."""
+
+
+DISK_MB_MIN = 32
+"""The smallest disk quota a profile may give (ext4 keeps about 2 MiB of a volume this small)."""
+DISK_MB_MAX = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,9 @@ class Profile:
     """Memory limit for everything in the sandbox (cgroup where the host may make one)."""
     max_pids: int = 512
     """Process limit for everything in the sandbox."""
+    disk_mb: int = 2048
+    """Disk quota for everything the sandbox keeps (its workspace, /tmp, logs): its root is an ext4
+    volume of this size where the host runs as root (providers.confine.disk); 0: no quota."""
     options: Mapping[str, Any] = field(default_factory=dict)
     """Provider-specific settings (apps to start, android serial, …)."""
 
@@ -256,6 +269,19 @@ class Provider(ABC):
     def cleanup(cls, *, root: Path, state: Mapping[str, Any]) -> None:
         """Kill whatever a lost sandbox left running (after a failed adopt)."""
         return
+
+    @classmethod
+    def sweep(cls, *, pool_root: Path) -> int:
+        """Free what sandboxes of this kind left under `pool_root` that no sandbox directory leads to
+        (a host killed while it made one: a disk image, a loop device); how many. Run at a host's start
+        after adoption, and by the reaper."""
+        return 0
+
+    @classmethod
+    def host_report(cls) -> dict[str, Any]:
+        """What the host's status says of sandboxes of this kind on this host ({} by default; the X
+        desktop and browser: whether their disks have a quota, and why not)."""
+        return {}
 
 
 def perform(provider: Provider, action: Action) -> dict[str, Any] | None:

@@ -8,12 +8,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sandbox_workers.base import Profile, SandboxError
+from sandbox_workers.base import DISK_MB_MAX, DISK_MB_MIN, Profile, SandboxError
 from sandbox_workers.pool_upkeep import PoolConfig
 from sandbox_workers.registry import provider_class
 
-PROFILE_FIELDS = {"provider", "width", "height", "network", "memory_mb", "max_pids", "options"}
+PROFILE_FIELDS = {"provider", "width", "height", "network", "memory_mb", "max_pids", "disk_mb", "options"}
 POOL_FIELDS = {"min_idle", "max_total"}
+WHOLE_NUMBERS = {
+    "width": (16, 16384),
+    "height": (16, 16384),
+    "memory_mb": (16, 1 << 22),
+    "max_pids": (1, 1 << 22),
+    "disk_mb": (0, DISK_MB_MAX),
+    "min_idle": (0, 10000),
+    "max_total": (0, 10000),
+}
+"""The profile's numbers: field → the range its whole number must be in."""
 
 DEFAULT_PROFILES: dict[str, dict[str, Any]] = {
     "desktop": {"provider": "xdesktop", "min_idle": 1, "max_total": 8, "options": {"apps": ["xterm"]}},
@@ -29,14 +39,17 @@ OFFICE_PROFILE: dict[str, Any] = {
     "memory_mb": 3072,
     "min_idle": 1,
     "max_total": 4,
-    # LibreOffice draws a step's result in bursts over ~100 ms and drops a key that comes meanwhile:
-    # a step waits until nothing was drawn for 40 ms (at most 0.5 s), not the desktop's 4 ms.
+    # LibreOffice draws a step's result in bursts over ~100 ms, and runs some keys' commands (a cell
+    # cursor's arrows) from its idle loop a moment after the key: a step waits until nothing was drawn
+    # for 40 ms (at most 0.5 s) and its main thread slept 20 ms, not the desktop's 4 and 3 ms, and the
+    # next input waits for the same (display.settle).
     "options": {
         "apps": [],
         "locale": "en_US.UTF-8",
         "settle_first_ms": 60,
         "settle_quiet_ms": 40,
         "settle_max_ms": 500,
+        "settle_idle_ms": 20,
     },
 }
 
@@ -70,6 +83,7 @@ def parse_profiles(data: Mapping[str, Any]) -> list[PoolConfig]:
         if unknown:
             raise SandboxError(f"profile {name!r}: unknown field(s) {', '.join(sorted(unknown))}")
         provider_class(str(spec.get("provider", "")))  # raises, listing the valid providers
+        _check_numbers(name, spec)
         try:
             profile = Profile(name=name, **{k: v for k, v in spec.items() if k in PROFILE_FIELDS})
             configs.append(
@@ -82,6 +96,27 @@ def parse_profiles(data: Mapping[str, Any]) -> list[PoolConfig]:
         except (TypeError, ValueError) as exc:
             raise SandboxError(f"profile {name!r}: {exc}") from None
     return configs
+
+
+def _check_numbers(name: str, spec: Mapping[str, Any]) -> None:
+    """SandboxError naming the field whose value is not a whole number in its range."""
+    for key, (low, high) in WHOLE_NUMBERS.items():
+        if key not in spec:
+            continue
+        value = spec[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise SandboxError(
+                f"profile {name!r}: {key} must be a whole number in [{low}, {high}], got {value!r}"
+            )
+    size = spec.get("disk_mb", DISK_MB_MIN)
+    if 0 < size < DISK_MB_MIN:
+        raise SandboxError(
+            f"profile {name!r}: disk_mb must be 0 (no quota) or at least {DISK_MB_MIN}, got {size}"
+        )
+    if "network" in spec and not isinstance(spec["network"], bool):
+        raise SandboxError(f"profile {name!r}: network must be true or false, got {spec['network']!r}")
+    if "options" in spec and not isinstance(spec["options"], Mapping):
+        raise SandboxError(f"profile {name!r}: options must be an object")
 
 
 def load_pool_configs(source: str | None) -> list[PoolConfig]:

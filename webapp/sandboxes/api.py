@@ -59,6 +59,7 @@ class HeartbeatIn(Schema):
     errors: list[dict[str, Any]] = []
     counters: dict[str, int] = {}
     lease_latency_ms: dict[str, Any] = {}
+    disk_quota: dict[str, Any] | None = None
 
 
 class HeartbeatOut(Schema):

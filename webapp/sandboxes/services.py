@@ -121,6 +121,7 @@ def _host_refresh(report: Mapping[str, Any], now: datetime) -> SandboxHost:
         "errors": report.get("errors", [])[-20:],
         "counters": report.get("counters", {}),
         "lease_latency_ms": report.get("lease_latency_ms", {}),
+        "disk_quota": report.get("disk_quota"),  # {"enabled", "reason"}: a host without quotas says why
     }
     host.save()
     return host

@@ -74,6 +74,7 @@ from sandbox_workers.providers.browser.session import (
     OP_TIMEOUT,
     PW_TIMEOUT_MS,
 )
+from sandbox_workers.providers.confine import disk
 
 DOM_CAP = 200_000
 DATA_URL_CAP = 2_000_000
@@ -466,6 +467,7 @@ class BrowserProvider(GameCalls):
     def cleanup(cls, *, root: Path, state: Mapping[str, Any]) -> None:
         """Kill what a lost browser sandbox left (create times guard against pid reuse); remove root."""
         cleanup_state(state)
+        disk.release(root)
         shutil.rmtree(root, ignore_errors=True)
 
 

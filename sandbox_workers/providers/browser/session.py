@@ -27,6 +27,7 @@ from sandbox_workers.providers.browser.chromium import (
     prepare_launch,
 )
 from sandbox_workers.providers.browser.gamefiles import html_dir as games_html_dir
+from sandbox_workers.providers.confine import disk
 
 if TYPE_CHECKING:
     from sandbox_workers.providers.browser.gamefiles import GameRun
@@ -102,7 +103,7 @@ class BrowserSession(Provider):
         """Launch Chromium (confined unless the profile says otherwise) and open a blank page."""
         t0 = time.perf_counter()
         self._stopped = False
-        self.root.mkdir(parents=True, exist_ok=True)
+        disk.attach(self.root, self.profile.disk_mb)  # the profile, downloads and all under the quota
         self.downloads.mkdir(exist_ok=True)
         self._loop = PlaywrightLoop.get()
         self._loop.on_shutdown(self.stop)
@@ -242,6 +243,9 @@ class BrowserSession(Provider):
             return Health(ok=False, detail="the sandbox's page is closed", processes=procs)
         cgroup = self._spec.cgroup if self._spec else None
         detail = "" if cgroup is not None or not (self._spec and self._spec.confined) else "no cgroup limits"
+        quota = disk.known_support()
+        if self.profile.disk_mb and quota is not None and not quota.ok:
+            detail = "; ".join(filter(None, [detail, f"no disk quota on this host: {quota.reason}"]))
         return Health(ok=True, detail=detail, processes=procs)
 
     def reset(self) -> None:
@@ -260,6 +264,16 @@ class BrowserSession(Provider):
         ms = (time.perf_counter() - t0) * 1000
         log.info("browser %s reset in %.0f ms%s", self.sandbox_id, ms, " (relaunched)" if relaunched else "")
 
+    @classmethod
+    def sweep(cls, *, pool_root: Path) -> int:
+        """Free the sandbox disks no sandbox directory under `pool_root` leads to (confine.disk)."""
+        return disk.sweep(pool_root)
+
+    @classmethod
+    def host_report(cls) -> dict[str, Any]:
+        """Whether this host gives sandboxes' disks a quota, and why not."""
+        return disk.host_report()
+
     def stop(self) -> None:
         """Close the browser, kill its process tree and cgroup, remove the root; idempotent."""
         if self._stopped:
@@ -270,6 +284,7 @@ class BrowserSession(Provider):
         self._teardown(close_timeout=3.0)
         if self._loop is not None:
             self._loop.remove_shutdown_hook(self.stop)
+        disk.release(self.root)
         shutil.rmtree(self.root, ignore_errors=True)
         log.info("browser %s stopped in %.0f ms", self.sandbox_id, (time.perf_counter() - t0) * 1000)
 

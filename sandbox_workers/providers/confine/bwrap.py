@@ -7,6 +7,11 @@ nothing else of the host's `/root`, `/work`, `/home`, `/var` or `/opt` is there.
 as root each sandbox gets its own unprivileged uid (200000 + slot): sandboxes cannot signal each
 other, root-only files of the host stay unreadable, and RLIMIT_NPROC applies.
 
+What a sandbox writes is bounded: its root (workspace, shared /tmp) is a volume of `disk_mb` where the
+host can make one (`disk`, mounted by the provider before `confinement_for`); a private /tmp and every
+/dev/shm are tmpfs mounts of at most half the memory limit (and of `disk_mb` for /tmp), so a write
+past them fails with ENOSPC instead of eating the host's memory where no cgroup holds it.
+
 Note for callers: bwrap runs as the sandbox uid, so that uid must be able to traverse every parent
 directory of the sandbox root (`confinement_for` checks it and says which directory is not).
 """
@@ -44,6 +49,14 @@ class Confinement:
     """Added to the clean environment (after the defaults, so it may override them)."""
     tmp: Path | None = None
     """Host directory shared by the sandbox's processes as /tmp; None: a private tmpfs per process."""
+    disk_mb: int = 0
+    """The profile's disk quota (0: none); it also caps a private /tmp."""
+
+    def tmpfs_mb(self, *, tmp: bool) -> int:
+        """The size of a tmpfs bwrap makes (/tmp with `tmp`, else /dev/shm): half the memory limit,
+        and no more than the disk quota for /tmp (its pages count as the writer's memory)."""
+        half = max(self.memory_mb // 2, 1)
+        return min(half, self.disk_mb) if tmp and self.disk_mb else half
 
 
 def confinement_for(profile: Profile, root: Path, *, slot: int, shared_tmp: bool = False) -> Confinement:
@@ -61,6 +74,10 @@ def confinement_for(profile: Profile, root: Path, *, slot: int, shared_tmp: bool
         tmp.mkdir(exist_ok=True)
         tmp.chmod(0o1777)
     if uid is not None:
+        # The sandbox's uid passes through its root by group, and no other local user reaches in (its
+        # workspace, its world-writable /tmp, its logs): nobody else can watch or plant into it.
+        os.chown(root, -1, uid)
+        root.chmod(0o710)
         _check_traversable(root, uid)
         os.chown(workspace, uid, uid)
         if tmp is not None:
@@ -86,6 +103,7 @@ def confinement_for(profile: Profile, root: Path, *, slot: int, shared_tmp: bool
         max_pids=profile.max_pids,
         binds=binds,
         tmp=tmp,
+        disk_mb=profile.disk_mb,
     )
 
 
@@ -164,11 +182,12 @@ def bwrap_argv(
     # Font caches are public and save every GUI app seconds of cache building on its first start.
     out += ["--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig"]
     # (Paths inside the sandbox below: its own /tmp and /dev/shm, not the host's.)
-    out += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"]  # noqa: S108
+    out += ["--proc", "/proc", "--dev", "/dev"]
+    out += ["--size", str(conf.tmpfs_mb(tmp=False) << 20), "--tmpfs", "/dev/shm"]  # noqa: S108
     if conf.tmp is not None:
         out += ["--bind", str(conf.tmp), "/tmp"]  # noqa: S108
     else:
-        out += ["--tmpfs", "/tmp"]  # noqa: S108
+        out += ["--size", str(conf.tmpfs_mb(tmp=True) << 20), "--tmpfs", "/tmp"]  # noqa: S108
     out += ["--bind", str(conf.workspace), SANDBOX_HOME]
     for host_path, sandbox_path, writable in (*conf.binds, *extra_binds):
         out += ["--bind" if writable else "--ro-bind", host_path, sandbox_path]
