@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import contextlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -101,6 +101,13 @@ class HostClient:
         """One request; a non-2xx answer raises the typed error the host named."""
         try:
             resp = self._http.request(method, path, **kwargs)
+        except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:
+            # It took the request and did not answer in time: up, but busy (or the wait asked for was
+            # longer than the request's time); "unreachable" would send a person looking for a dead host.
+            waited = kwargs.get("timeout") or self._http.timeout.read or 0.0
+            raise HostUnreachable(
+                f"sandbox host {self.base_url} took the request but did not answer within {waited:g} s"
+            ) from exc
         except httpx.TransportError as exc:
             raise HostUnreachable(f"sandbox host {self.base_url} unreachable: {exc}") from exc
         if resp.status_code < 300:
@@ -120,11 +127,13 @@ class HostClient:
         return data
 
     def acquire(self, profile: str, *, holder: str, ttl_s: float = 300, wait_s: float = 0) -> LeasedSandbox:
-        """Lease a warm sandbox of `profile`."""
+        """Lease a warm sandbox of `profile`, waiting up to `wait_s` for one (the request is given that
+        long, and 30 s more, to answer)."""
         data = self.request(
             "POST",
             "/v1/leases",
             json={"profile": profile, "holder": holder, "ttl_s": ttl_s, "wait_s": wait_s},
+            timeout=max(self._http.timeout.read or 0.0, float(wait_s) + 30),
         ).json()
         return LeasedSandbox(self, LeaseInfo.from_json(data))
 
@@ -140,6 +149,14 @@ class HostClient:
         """Admin: kill a sandbox and have the pool replace it."""
         self.request("POST", f"/v1/sandboxes/{sandbox_id}/kill")
 
+    def mark_dirty(self, sandbox_id: str, reason: str) -> dict[str, Any]:
+        """Report that something reached a sandbox outside a lease: unless it is leased, the host resets
+        it before its next lease. Returns {"sandbox", "state", "marked", "dirty"}."""
+        data: dict[str, Any] = self.request(
+            "POST", f"/v1/sandboxes/{sandbox_id}/dirty", json={"reason": reason}
+        ).json()
+        return data
+
 
 @dataclass(frozen=True)
 class LeaseInfo:
@@ -151,6 +168,9 @@ class LeaseInfo:
     provider: str
     expires_at: float
     endpoints: Mapping[str, Any]
+    clean: Mapping[str, Any] = field(default_factory=dict)
+    """How the host made the sandbox clean for this lease: {"by": "start" | "reset", "why", "dirty"
+    (what had touched it outside a lease, or None), "at", "ms"}."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LeaseInfo:
@@ -161,6 +181,7 @@ class LeaseInfo:
             provider=str(data.get("provider", "")),
             expires_at=float(data["expires_at"]),
             endpoints=data.get("endpoints") or {},
+            clean=data.get("clean") or {},
         )
 
 
@@ -192,7 +213,12 @@ class LeasedSandbox:
     def act(
         self, action: Action, *, fmt: ImageFormat = "png", a11y: bool = False, quality: int = 80
     ) -> Observation:
-        """Perform `action`; returns the screen after it (one round trip)."""
+        """Perform `action`; returns the screen after it (one round trip). An action that runs for a
+        time of its own (a terminal command's `timeout`) gets that long, and 30 s more, to answer."""
+        extra = {}
+        run_for = getattr(action, "timeout", None)
+        if isinstance(run_for, int | float) and not isinstance(run_for, bool):
+            extra["timeout"] = max(60.0, float(run_for) + 30)
         resp = self.client.request(
             "POST",
             f"{self._path}/act",
@@ -200,6 +226,7 @@ class LeasedSandbox:
                 "action": action_to_dict(action),
                 "observe": {"fmt": fmt, "a11y": a11y, "quality": quality},
             },
+            **extra,
         )
         return observation_from_json(resp.json())
 

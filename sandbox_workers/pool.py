@@ -3,7 +3,8 @@
 The pool lives on the host service's event loop. Every sandbox has its own single worker thread,
 so a provider is only ever driven from one thread and a slow sandbox never blocks another. Leases
 are held here, in memory, and written to a state file on every change so a restarted host finds
-its sandboxes again (`Pool.start` adopts them) instead of leaking them.
+its sandboxes again (`Pool.start` adopts them) instead of leaking them. A sandbox is leased only clean
+(pool_upkeep says how); `LiveInput` is how a live stream's input is held to that.
 """
 
 from __future__ import annotations
@@ -36,6 +37,46 @@ class LeaseBroken(EnvError):
     """The sandbox under a lease died or was killed; the lease is unusable (an env error)."""
 
 
+class LiveInput:
+    """One live stream's right to send input into a sandbox (the host's VNC relay holds one).
+
+    It is bound to the sandbox's generation when the stream opens: when the sandbox changes hands (a
+    lease granted or ended, a reset begun) `revoked` is set and its input is refused from then on, so
+    input sent under one lease (or none) never reaches the next. Input outside a lease marks the
+    sandbox dirty, and the sandbox waits, unleased, until the stream is gone, then is reset."""
+
+    def __init__(self, pool: Pool, m: Managed) -> None:
+        self.pool, self.m, self.generation = pool, m, m.generation
+        self.revoked = asyncio.Event()
+        self.touched = False
+        m.streams.add(self)
+
+    def allow_input(self, what: str = "input through a live stream") -> bool:
+        """Before input goes on: False once revoked (the caller ends the stream); outside a lease the
+        sandbox is marked dirty (held until this stream closes)."""
+        m = self.m
+        if self.revoked.is_set() or m.generation != self.generation or m.id not in self.pool.sandboxes:
+            self.revoke()
+            return False
+        if m.state != State.LEASED and not self.touched:
+            self.touched = True
+            m.touching += 1
+            self.pool.mark_dirty(m, f"{what} outside a lease")
+        return True
+
+    def revoke(self) -> None:
+        """End the stream's right to send input (it is told through `revoked`)."""
+        self.revoked.set()
+
+    def close(self) -> None:
+        """The stream is gone; a sandbox it touched is reset once no such stream is left."""
+        self.revoke()
+        if self in self.m.streams:
+            self.m.streams.discard(self)
+            if self.touched:
+                self.pool.touch_ended(self.m)
+
+
 class Pool(PoolUpkeep):
     """Sandboxes of several profiles on one host: warm pools, leases, health, replacement."""
 
@@ -54,7 +95,11 @@ class Pool(PoolUpkeep):
             short = [
                 name
                 for name, cfg in self.configs.items()
-                if sum(1 for m in self.sandboxes.values() if m.config is cfg and m.state == State.IDLE)
+                if sum(
+                    1
+                    for m in self.sandboxes.values()
+                    if m.config is cfg and m.state == State.IDLE and not m.dirty
+                )
                 < cfg.min_idle
             ]
             if not short:
@@ -95,8 +140,8 @@ class Pool(PoolUpkeep):
         started = time.perf_counter()
         deadline = time.monotonic() + max(0.0, wait_s)
         while True:
-            for m in self.sandboxes.values():
-                if m.config is cfg and m.state == State.IDLE:
+            for m in list(self.sandboxes.values()):
+                if m.config is cfg and m.state == State.IDLE and not m.dirty:
                     health = m.provider.health()
                     if not health.ok:
                         self._spawn(self._replace(m, f"unhealthy when leased: {health.detail}"))
@@ -106,6 +151,19 @@ class Pool(PoolUpkeep):
                     self.top_up()
                     return lease
             self.top_up()
+            if wait_s > 0 and not self._coming(cfg):
+                # Nothing clean on its way, but one held dirty by someone outside a lease: the lease
+                # comes first (their stream is ended by the reset).
+                held = next(
+                    (
+                        m
+                        for m in self.sandboxes.values()
+                        if m.config is cfg and m.state == State.IDLE and m.dirty
+                    ),
+                    None,
+                )
+                if held is not None:
+                    self._reset_soon(held, "needed for a lease")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SandboxUnavailable(self._unavailable_reason(cfg))
@@ -115,6 +173,12 @@ class Pool(PoolUpkeep):
                 await asyncio.wait_for(event.wait(), timeout=remaining)
             except TimeoutError:
                 raise SandboxUnavailable(self._unavailable_reason(cfg)) from None
+
+    def _coming(self, cfg: PoolConfig) -> bool:
+        """Whether a sandbox of `cfg` is on its way to idle (starting or resetting)."""
+        return any(
+            m.config is cfg and m.state in (State.STARTING, State.RESETTING) for m in self.sandboxes.values()
+        )
 
     def _grant(self, m: Managed, *, holder: str, ttl_s: float) -> Lease:
         now = time.time()
@@ -127,9 +191,11 @@ class Pool(PoolUpkeep):
             acquired_at=now,
             expires_at=now + ttl_s,
             heartbeat_at=now,
+            clean=dict(m.prepared),
         )
         m.state = State.LEASED
         m.lease_id = lease.id
+        self._bump(m)  # streams opened before the lease end: they belong to no one now
         self.leases[lease.id] = lease
         self._persist()
         return lease
@@ -137,6 +203,11 @@ class Pool(PoolUpkeep):
     def _unavailable_reason(self, cfg: PoolConfig) -> str:
         states = [m.state for m in self.sandboxes.values() if m.config is cfg]
         busy = ", ".join(f"{states.count(s)} {s.value}" for s in State if states.count(s))
+        dirty = sum(
+            1 for m in self.sandboxes.values() if m.config is cfg and m.state == State.IDLE and m.dirty
+        )
+        if dirty:
+            busy += f" ({dirty} of them touched outside a lease, reset before it is leased)"
         extra = ""
         if time.time() < self._start_backoff_until[cfg.profile.name]:
             extra = f"; sandboxes fail to start: {self._last_error_of(cfg.profile.name)}"
@@ -196,6 +267,7 @@ class Pool(PoolUpkeep):
         m = self.sandboxes.get(lease.sandbox_id)
         if m is not None and m.lease_id == lease.id:
             m.lease_id = None
+            self._bump(m)  # the holder's live streams end with the lease
             if m.state == State.LEASED:
                 if lease.broken:
                     self._spawn(self._replace(m, lease.broken))
@@ -203,13 +275,16 @@ class Pool(PoolUpkeep):
                     # The holder's choice (an abandoned demonstration, say), not a crash of the sandbox.
                     self._spawn(self._replace(m, "recycled on release", crashed=False))
                 else:
-                    self._spawn(self._reset(m))
+                    m.state = State.RESETTING  # never idle (nor leased) before its reset
+                    self._spawn(self._reset(m, "lease expired" if expired else "released"))
         self._persist()
 
     async def run(self, lease_id: str, op: str, fn: Callable[[Provider], T]) -> T:
         """Run `fn(provider)` on the leased sandbox's thread; an env failure breaks the lease."""
         lease = self.lease(lease_id)
         m = self.sandboxes[lease.sandbox_id]
+        if m.lease_id != lease.id or m.state != State.LEASED:
+            raise LeaseNotFound(f"lease {lease_id!r} no longer holds its sandbox")
         self._touch(lease)
         started = time.perf_counter()
         try:
@@ -254,7 +329,20 @@ class Pool(PoolUpkeep):
             self.leases[m.lease_id].broken = "reset by an administrator"
             m.lease_id = None
         if m.state in (State.IDLE, State.LEASED):
-            await self._reset(m)
+            await self._reset(m, "reset by an administrator")
+
+    def touched(self, sandbox_id: str, reason: object) -> dict[str, Any]:
+        """Something reached the sandbox outside the pool (an admin's shell, input the web app relayed):
+        unless it is leased, it is reset before its next lease. Returns where it stands."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise SandboxError("reason must be a non-empty string")
+        m = self.managed(sandbox_id)
+        marked = self.mark_dirty(m, reason.strip())
+        return {"sandbox": m.id, "state": m.state.value, "marked": marked, "dirty": m.dirty}
+
+    def live_input(self, sandbox_id: str) -> LiveInput:
+        """The input gate of a live stream opening on the sandbox now (close it when the stream ends)."""
+        return LiveInput(self, self.managed(sandbox_id))
 
     async def admin_kill(self, sandbox_id: str) -> None:
         """Kill a sandbox now and start a replacement; a holder's lease breaks."""
@@ -332,6 +420,8 @@ class Pool(PoolUpkeep):
                     "endpoints": endpoints,
                     "pids": pids,
                     "latency_ms": m.latency.summary(),
+                    "dirty": m.dirty,
+                    "prepared": m.prepared,
                 }
             )
         profiles = {}
@@ -350,4 +440,5 @@ class Pool(PoolUpkeep):
             "errors": list(self.errors)[-20:],
             "counters": dict(self.counters),
             "lease_latency_ms": self.lease_latency.summary(),
+            **{k: v for cls in self.provider_classes() for k, v in cls.host_report().items()},
         }

@@ -1,6 +1,12 @@
 """What a pool keeps and the work of keeping it: each profile's `PoolConfig`, the `Managed` sandboxes
 with their `State`, the `Lease` records, and `PoolUpkeep`, which starts, resets, replaces and stops
-sandboxes and writes the state file a restarted host adopts them from (see `pool`)."""
+sandboxes and writes the state file a restarted host adopts them from (see `pool`).
+
+A sandbox is clean when it is leased: freshly started, or reset since anyone last reached it. A lease's
+end resets it; anything that touches it outside a lease (input through a live stream, a `touched`
+report) marks it `dirty`, and a dirty sandbox is never leased: it is reset first, as soon as whoever
+touched it is gone (or at once when a lease needs it). Its `generation` changes whenever who may drive
+it changes, which ends the live streams opened before (see `pool.LiveInput`)."""
 
 from __future__ import annotations
 
@@ -76,6 +82,8 @@ class Lease:
     broken: str | None = None
     broken_by_agent: bool = False
     """Whether what ran in the sandbox broke it (SandboxBrokenByAgent): the holder's failure."""
+    clean: dict[str, Any] | None = None
+    """How the sandbox was made clean for this lease (`Managed.prepared` when it was granted)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +104,17 @@ class Managed:
     repairing: bool = False
     created_at: float = field(default_factory=time.time)
     latency: LatencyLog = field(default_factory=LatencyLog)
+    dirty: str | None = None
+    """What touched the sandbox outside a lease; it is reset before it is leased again. None: clean."""
+    generation: int = 0
+    """Changes when who may drive the sandbox changes (a lease granted or ended, a reset begun)."""
+    streams: set[Any] = field(default_factory=set)
+    """The live input streams open on it (`pool.LiveInput`): ended when the generation changes."""
+    touching: int = 0
+    """Of those, the ones whose input touched it outside a lease: it is reset once they are gone."""
+    prepared: dict[str, Any] = field(default_factory=dict)
+    """How it was last made clean: {"by": "start" | "reset", "why", "dirty" (what it cleared), "at",
+    "ms"}; a lease carries it as `Lease.clean`."""
 
     async def call(self, fn: Callable[[], T]) -> T:
         """Run `fn` on this sandbox's own thread."""
@@ -129,6 +148,7 @@ class PoolUpkeep:
         self.errors: deque[dict[str, Any]] = deque(maxlen=50)
         self.counters: dict[str, int] = {
             "started": 0, "start_failed": 0, "replaced": 0, "recycled": 0, "expired": 0, "repaired": 0,
+            "dirtied": 0, "dirty_resets": 0,
         }  # fmt: skip
         self.lease_latency = LatencyLog()
         self._freed: dict[str, asyncio.Event] = {name: asyncio.Event() for name in self.configs}
@@ -155,7 +175,12 @@ class PoolUpkeep:
             if now < self._start_backoff_until[name]:
                 continue
             mine = [m for m in self.sandboxes.values() if m.config is cfg]
-            ready_or_coming = sum(1 for m in mine if m.state in (State.IDLE, State.STARTING, State.RESETTING))
+            # An idle sandbox held dirty (someone is on it outside a lease) is not ready for a lease.
+            ready_or_coming = sum(
+                1
+                for m in mine
+                if m.state in (State.STARTING, State.RESETTING) or (m.state == State.IDLE and not m.dirty)
+            )
             room = cfg.max_total - len(mine)
             for _ in range(min(cfg.min_idle - ready_or_coming, room)):
                 self._spawn(self._start_new(cfg))
@@ -194,29 +219,83 @@ class PoolUpkeep:
             return
         self._start_failures[cfg.profile.name] = 0
         self.counters["started"] += 1
-        m.latency.add((time.perf_counter() - started) * 1000, "start")
+        ms = (time.perf_counter() - started) * 1000
+        m.latency.add(ms, "start")
+        m.prepared = {"by": "start", "why": "new", "dirty": None, "at": time.time(), "ms": round(ms, 1)}
         if self._closing:
             await self._stop(m, "host shutting down")
             return
+        if m.dirty:  # reached while it started
+            await self._reset(m, "touched while it started")
+            return
         self._become_idle(m)
+
+    def mark_dirty(self, m: Managed, reason: str) -> bool:
+        """Note that something reached `m` outside a lease: it is reset before its next lease, at once
+        unless a live stream that touched it is still on it. False if it is leased (the holder's
+        business; every lease ends in a reset anyway) or going."""
+        if m.state in (State.LEASED, State.STOPPING) or m.id not in self.sandboxes:
+            return False
+        if m.dirty is None:
+            self.counters["dirtied"] += 1
+            log.warning(
+                "sandbox %s was touched outside a lease (%s): reset before its next lease", m.id, reason
+            )
+        m.dirty = reportable(reason)[:300]
+        self._persist()
+        if not m.touching:
+            self._reset_soon(m, "touched outside a lease")
+        return True
+
+    def touch_ended(self, m: Managed) -> None:
+        """A live stream that touched `m` outside a lease is gone: reset it once the last one is."""
+        m.touching = max(0, m.touching - 1)
+        if not m.touching and m.dirty and m.id in self.sandboxes:
+            self._reset_soon(m, "touched outside a lease")
+
+    def _reset_soon(self, m: Managed, why: str) -> None:
+        """Reset an idle `m` in the background (once: it is resetting from now on)."""
+        if m.state != State.IDLE:
+            return  # starting or resetting: that finishes with a reset when it is dirty
+        m.state = State.RESETTING
+        self._spawn(self._reset(m, why))
 
     def _become_idle(self, m: Managed) -> None:
         m.state = State.IDLE
         self._persist()
         self._freed[m.config.profile.name].set()
 
-    async def _reset(self, m: Managed) -> None:
-        m.state = State.RESETTING
-        self._persist()
-        started = time.perf_counter()
-        try:
-            await m.call(m.provider.reset)
-        except Exception as exc:
-            await self._replace(m, f"reset failed: {exc}")
-            return
-        m.latency.add((time.perf_counter() - started) * 1000, "reset")
-        if m.id in self.sandboxes and m.state == State.RESETTING:
-            self._become_idle(m)
+    def _bump(self, m: Managed) -> None:
+        """Who may drive `m` changes: the live streams opened before end (their input is refused)."""
+        m.generation += 1
+        for stream in list(m.streams):
+            stream.revoke()
+
+    async def _reset(self, m: Managed, why: str = "released") -> None:
+        """Reset `m` (replace it if that fails) and make it idle; again if it was touched meanwhile,
+        unless whoever touched it is still on it (then it waits for them, dirty: see `touch_ended`)."""
+        while True:
+            m.state = State.RESETTING
+            self._bump(m)
+            cleared, m.dirty = m.dirty, None
+            if cleared:
+                self.counters["dirty_resets"] += 1
+            self._persist()
+            started = time.perf_counter()
+            try:
+                await m.call(m.provider.reset)
+            except Exception as exc:
+                await self._replace(m, f"reset failed: {exc}")
+                return
+            ms = (time.perf_counter() - started) * 1000
+            m.latency.add(ms, "reset")
+            if m.id not in self.sandboxes or m.state != State.RESETTING:
+                return
+            m.prepared = {"by": "reset", "why": why, "dirty": cleared, "at": time.time(), "ms": round(ms, 1)}
+            if m.dirty is None or m.touching:
+                break
+            why = "touched while it was reset"
+        self._become_idle(m)
 
     async def _replace(self, m: Managed, reason: str, *, crashed: bool = True) -> None:
         """Stop `m` and start another; `crashed` counts it in "replaced" (the crash rate), else in
@@ -230,6 +309,7 @@ class PoolUpkeep:
 
     async def _stop(self, m: Managed, reason: str) -> None:
         m.state = State.STOPPING
+        self._bump(m)
         try:
             await m.call(m.provider.stop)
         except Exception as exc:
@@ -268,6 +348,7 @@ class PoolUpkeep:
                     "provider_state": provider_state,
                     "lease": lease.to_dict() if lease else None,
                     "created_at": m.created_at,
+                    "dirty": m.dirty,
                 }
             )
         tmp = self.state_file.with_suffix(".tmp")
@@ -290,9 +371,18 @@ class PoolUpkeep:
             else:
                 lost += 1
         lost += await self._cleanup_strays({str(r["id"]) for r in records})
+        # What no sandbox directory leads to (a disk of a host killed while it made one), and what the
+        # host gives each kind of sandbox (probed once: logged, and in the status).
+        for cls in self.provider_classes():
+            await asyncio.to_thread(partial(cls.sweep, pool_root=self.root))
+            await asyncio.to_thread(cls.host_report)
         self._persist()
         if adopted or lost:
             log.info("adopted %d sandbox(es) from the previous host process; cleaned up %d", adopted, lost)
+
+    def provider_classes(self) -> list[type[Provider]]:
+        """The provider classes of the configured profiles, each once."""
+        return [self.providers(name) for name in sorted({c.profile.provider for c in self.configs.values()})]
 
     async def _cleanup_strays(self, known: set[str]) -> int:
         """Clean up sandbox directories no record mentions (a host killed before it could write one)."""
@@ -343,5 +433,7 @@ class PoolUpkeep:
             self.leases[lease.id] = lease
             m.lease_id, m.state = lease.id, State.LEASED
         else:
-            self._spawn(self._reset(m))
+            # Whatever happened to it while no host process watched is unknown: reset, dirty or not.
+            m.dirty = rec.get("dirty") or None
+            self._spawn(self._reset(m, "adopted after a host restart"))
         return True

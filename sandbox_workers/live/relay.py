@@ -7,16 +7,19 @@ import asyncio
 import contextlib
 import io
 import logging
+import os
 import time
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import WSCloseCode, WSMsgType, web
 from PIL import Image
 
 from sandbox_workers.base import OperationUnsupported, SandboxError
 from sandbox_workers.live.fanout import Push, Source, StreamEnded, hubs_of_this_loop, shared_frames
+from sandbox_workers.live.rfb import RfbViolation, ViewOnlyRfbFilter
 
 if TYPE_CHECKING:
     from sandbox_workers.pool_upkeep import Managed
@@ -47,13 +50,65 @@ async def _prepared(request: web.Request, ws: web.WebSocketResponse) -> web.WebS
     return ws
 
 
-async def relay_vnc(request: web.Request, host: str, port: int) -> web.WebSocketResponse:
-    """Pipe RFB bytes between a WebSocket client and the sandbox's loopback VNC server."""
+# The stream was opened before the sandbox changed hands (a lease granted or ended, a reset): reconnect.
+CLOSE_SUPERSEDED = 4409
+
+
+class InputGate(Protocol):
+    """A live stream's right to send input (sandbox_workers.pool.LiveInput)."""
+
+    revoked: asyncio.Event
+
+    def allow_input(self, what: str = ...) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class RfbInputSeen:
+    """Tells whether a chunk of a viewer's RFB stream carries input (keys, pointer, clipboard, a screen
+    resize); the chunk itself is forwarded unchanged. A stream it cannot parse counts as input from
+    then on (it fails closed, as the view-only filter it uses)."""
+
+    def __init__(self) -> None:
+        self._filter = ViewOnlyRfbFilter()
+        self._opaque = False
+
+    def __call__(self, chunk: bytes) -> bool:
+        if self._opaque:
+            return True
+        before = sum(self._filter.dropped.values())
+        try:
+            self._filter.feed(chunk)
+        except RfbViolation:
+            self._opaque = True
+            return True
+        return sum(self._filter.dropped.values()) > before
+
+
+async def open_unix(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the unix socket at `path`, through its folder's descriptor (/proc/self/fd/N/…):
+    a sandbox under a deep folder has a socket path longer than a socket address holds."""
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=5)
+        return await asyncio.open_unix_connection(f"/proc/self/fd/{folder}/{path.name}")
+    finally:
+        os.close(folder)
+
+
+async def relay_vnc(request: web.Request, vnc_socket: Path, gate: InputGate) -> web.WebSocketResponse:
+    """Pipe RFB bytes between a WebSocket client and the sandbox's VNC server (its unix socket).
+
+    Input goes on only while `gate` allows it: the stream ends (4409) once the sandbox has changed
+    hands since it opened, and input outside a lease marks the sandbox to be reset before its next one.
+    The viewer's handshake passes as it is: the socket needs no password (only the host reaches it),
+    so the VNC security type it offers the browser is None, behind the web app's ticket check."""
+    try:
+        reader, writer = await asyncio.wait_for(open_unix(vnc_socket), timeout=5)
     except (OSError, TimeoutError) as exc:
+        gate.close()
         raise web.HTTPBadGateway(text=f"the sandbox's VNC server does not answer: {exc}") from None
     ws = await _prepared(request, web.WebSocketResponse(max_msg_size=16 * 1024 * 1024, heartbeat=30))
+    carries_input = RfbInputSeen()
 
     async def vnc_to_ws() -> None:
         while data := await reader.read(256 * 1024):
@@ -62,21 +117,31 @@ async def relay_vnc(request: web.Request, host: str, port: int) -> web.WebSocket
     async def ws_to_vnc() -> None:
         async for msg in ws:
             if msg.type == WSMsgType.BINARY:
+                if carries_input(msg.data) and not gate.allow_input("VNC input"):
+                    return  # refused whole: nothing of it reaches the sandbox
                 writer.write(msg.data)
                 await writer.drain()
             elif msg.type == WSMsgType.ERROR:
                 break
 
-    tasks = [asyncio.create_task(vnc_to_ws()), asyncio.create_task(ws_to_vnc())]
+    tasks = [
+        asyncio.create_task(vnc_to_ws()),
+        asyncio.create_task(ws_to_vnc()),
+        asyncio.create_task(gate.revoked.wait()),
+    ]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        superseded = gate.revoked.is_set()
+        gate.close()
         writer.close()
         with contextlib.suppress(Exception):
             await writer.wait_closed()
+        if superseded and not ws.closed:
+            await ws.close(code=CLOSE_SUPERSEDED, message=b"the sandbox changed hands: reconnect")
         await ws.close()
     return ws
 

@@ -11,27 +11,27 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-import psutil
+from typing import Any
 
 from sandbox_workers.base import EnvError, Health
 from sandbox_workers.display.capture import Grabber
 from sandbox_workers.display.x11 import XSession
+from sandbox_workers.providers.confine import disk
 from sandbox_workers.providers.confine.bwrap import confinement_for, with_env
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
 from sandbox_workers.providers.confine.spawning import process_start_time, start_netns_holder
-from sandbox_workers.providers.confine.workspace import chown_tree, wipe_dir
+from sandbox_workers.providers.confine.workspace import chown_tree, trim_logs, wipe_dir
 from sandbox_workers.providers.xdesktop.parts import (
     _SESSION_ARGV,
     APPS,
     RUN_DIR,
     SESSION_PARTS,
     _claim_slot,
-    _free_port,
     _Proc,
     session_env,
 )
 from sandbox_workers.providers.xdesktop.plumbing import DesktopPlumbing
+from sandbox_workers.providers.xdesktop.xaccess import grant_local_users, write_cookie_file
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class DesktopLifecycle(DesktopPlumbing):
             # No slot from the pool (a test, a script), and a sandbox uid needs one: claim a free one.
             if "slot" not in self.__dict__ and os.geteuid() == 0:
                 self.slot, self._claimed_slot = _claim_slot(self.root), True
+            disk.attach(self.root, self.profile.disk_mb)  # first: everything the sandbox keeps is on it
             self.conf = with_env(
                 confinement_for(self.profile, self.root, slot=self.slot, shared_tmp=True),
                 session_env(self.profile.options),
@@ -69,20 +70,26 @@ class DesktopLifecycle(DesktopPlumbing):
             self._release_slot()
             raise
         log.info(
-            "xdesktop %s started in %.0f ms (setup %.0f, Xvfb %.0f, session %.0f, vnc %.0f) on :%s, vnc %s",
+            "xdesktop %s started in %.0f ms (setup %.0f, Xvfb %.0f, session %.0f, vnc %.0f) on :%s",
             self.sandbox_id, (time.monotonic() - t0) * 1000, (t1 - t0) * 1000, (t2 - t1) * 1000,
-            (t3 - t2) * 1000, (time.monotonic() - t3) * 1000, self.display, self.vnc_port,
+            (t3 - t2) * 1000, (time.monotonic() - t3) * 1000, self.display,
         )  # fmt: skip
 
     def _start_x(self) -> None:
-        """Xvfb (it picks a free display and tells us on -displayfd), x11vnc (not waited for), and
-        our persistent X connection and grabber."""
+        """Xvfb (it picks a free display and tells us on -displayfd) open to the host's user and the
+        sandbox's uid only (see xaccess), x11vnc (not waited for), and our persistent X connection and
+        grabber."""
         p = self.profile
         glx = [] if p.options.get("glx") else ["-extension", "GLX"]  # Mesa in Xvfb: ~55 MB RSS
+        # -noreset also keeps the access list: a server reset (its last client gone) would drop it.
         args = ["Xvfb", "-screen", "0", f"{p.width}x{p.height}x24", "-nolisten", "tcp", "-noreset", *glx]
+        self._make_private_dir()
+        auth = self.private_dir / "xvfb.auth"
+        cookie = write_cookie_file(auth)
+        log_start = self._log_size("xvfb.log")
         r, w = os.pipe()
         try:
-            popen = self._host_popen("xvfb", [*args, "-displayfd", str(w)], pass_fds=(w,))
+            popen = self._host_popen("xvfb", [*args, "-auth", str(auth), "-displayfd", str(w)], pass_fds=(w,))
         finally:
             os.close(w)
         self.xvfb = _Proc("xvfb", popen.pid, process_start_time(popen.pid), popen)
@@ -101,36 +108,47 @@ class DesktopLifecycle(DesktopPlumbing):
         finally:
             os.close(r)
         self.display = int(data)
+        uids = {os.geteuid()} | (
+            {self.conf.uid} if self.conf is not None and self.conf.uid is not None else set()
+        )
+        # Xvfb reads its cookie file at the first connection (this one) and again whenever the file
+        # changes; a server that found none would let every local user in ("local host access"), so
+        # the file stays (private) for the server's life, and one it could not read fails the start.
+        grant_local_users(self.display, cookie, uids)
+        if b"authorization file" in self._log_since("xvfb.log", log_start):
+            raise EnvError(f"Xvfb could not read its cookie: {self._log_tail('xvfb.log')}")
         if self.conf is not None:
             self.conf = self._with_display(self.conf)
-        self._start_vnc(_free_port())
+        self._start_vnc()
         self.x = XSession(f":{self.display}", self.settle_conf)
         self.grabber = Grabber(f":{self.display}")
 
-    def _start_vnc(self, port: int) -> None:
-        """x11vnc on `port` (not waited for: see _wait_vnc)."""
-        self.vnc_port = port
-        vnc = ["x11vnc", "-display", f":{self.display}", "-localhost", "-rfbport", str(port)]
+    def _start_vnc(self) -> None:
+        """x11vnc on its unix socket and no TCP port (not waited for: see _wait_vnc)."""
+        self.vnc_socket.unlink(missing_ok=True)  # a killed x11vnc leaves it, and a bind would fail
+        # The socket is named relative to x11vnc's working folder: a sandbox under a deep var folder
+        # (or a test's) has a path longer than a socket address holds (107 bytes).
+        vnc = ["x11vnc", "-display", f":{self.display}", "-unixsock", self.vnc_socket.name]
+        no_tcp = ["-rfbport", "0", "-rfbportv6", "-1", "-no6", "-noipv6"]  # -rfbport 0 alone keeps [::]:5900
         # -noshm: x11vnc's SysV segments outlive it when it is SIGKILLed (42 per instance, until the
         # host's segment table is full); polling with plain GetImage costs only while a viewer watches.
-        flags = ["-shared", "-forever", "-nopw", "-norc", "-noipv6", "-noshm", "-quiet"]
-        popen = self._host_popen("x11vnc", [*vnc, *flags])
+        # -nopw: the socket's folder is the lock (only the host's user enters it).
+        flags = ["-shared", "-forever", "-nopw", "-norc", "-noshm", "-quiet"]
+        popen = self._host_popen("x11vnc", [*vnc, *no_tcp, *flags], cwd=self.private_dir)
         self.vnc = _Proc("x11vnc", popen.pid, process_start_time(popen.pid), popen)
         self._save_state()
 
     def _wait_vnc(self) -> None:
-        """Until x11vnc listens (seen on its sockets: connecting would start a VNC session)."""
+        """Until x11vnc listens on its socket (seen in /proc: connecting would start a VNC session)."""
         assert self.vnc is not None
         deadline = time.monotonic() + self.start_timeout
         while True:
             if not self.vnc.alive():
                 raise EnvError(f"x11vnc died: {self._log_tail('x11vnc.log')}")
-            with contextlib.suppress(psutil.Error):
-                for c in psutil.Process(self.vnc.pid).net_connections(kind="tcp"):
-                    if c.status == psutil.CONN_LISTEN and c.laddr.port == self.vnc_port:
-                        return
+            if _unix_listening(self.vnc.pid):
+                return
             if time.monotonic() > deadline:
-                raise EnvError(f"x11vnc did not listen on port {self.vnc_port} in time")
+                raise EnvError(f"x11vnc did not listen on {self.vnc_socket} in time")
             time.sleep(0.005)
 
     def _start_session(self) -> None:
@@ -148,8 +166,11 @@ class DesktopLifecycle(DesktopPlumbing):
         deadline = time.monotonic() + self.start_timeout
         self._wait(lambda _x: _accepts(run / "bus"), deadline, "the session D-Bus", self.session)
         # Apps start once openbox manages the screen: a window mapped while openbox is still taking
-        # over can be lost, and xterm, say, then waits for its map forever.
-        self._wait(lambda x: x.wm_running(), deadline, "openbox", self.session)
+        # over can be lost, and xterm, say, then waits for its map forever. Openbox claims the screen
+        # (_NET_SUPPORTING_WM_CHECK) before it has loaded its theme and serves requests; an xterm
+        # started in between waited out Xt's 5 s wmTimeout 8 times in 10 on a loaded machine. Its
+        # _OB_THEME property, set last, says it is through.
+        self._wait(_openbox_ready, deadline, "openbox", self.session)
         names = [p.name for p in self.session]
         for app in self.apps:
             name = app if app not in names else f"{app}#{names.count(app) + 1}"
@@ -182,16 +203,11 @@ class DesktopLifecycle(DesktopPlumbing):
         return dead
 
     def _restart_vnc(self) -> None:
-        """x11vnc again, on its port if it is free (the live view's endpoint stays), else on another."""
-        assert self.vnc is not None and self.vnc_port is not None
+        """x11vnc again, on the same socket (the live view's endpoint stays)."""
+        assert self.vnc is not None
         self.vnc.kill()
-        try:
-            self._start_vnc(self.vnc_port)
-            self._wait_vnc()
-        except EnvError:
-            self.vnc.kill()
-            self._start_vnc(_free_port())
-            self._wait_vnc()
+        self._start_vnc()
+        self._wait_vnc()
 
     def _restart_session_part(self, part: str) -> None:
         """`part` again, until it stays up (killed again while it starts: one more restart counted)."""
@@ -252,6 +268,9 @@ class DesktopLifecycle(DesktopPlumbing):
             notes.append("closed: " + "; ".join(closed))
         if self.cgroup is None:
             notes.append("no cgroup on this host: memory and pids limited by rlimits only")
+        quota = disk.known_support()
+        if self.profile.disk_mb and quota is not None and not quota.ok:
+            notes.append(f"no disk quota on this host: {quota.reason}")
         alive.update({f"launched:{p.name}": p.alive() for p in self.launched})
         return Health(ok=not fatal, detail="; ".join(notes), processes=alive, repair=repair)
 
@@ -262,43 +281,61 @@ class DesktopLifecycle(DesktopPlumbing):
             self.repair()
 
     def reset(self, _after_wipe: Callable[[], None] | None = None) -> None:
-        """Kill the sandbox's processes, wipe the workspace and /tmp, restart openbox and the start-up
-        apps. Xvfb and x11vnc keep running (restarted only if dead)."""
+        """As freshly started: kill the sandbox's processes, wipe the workspace and /tmp, start a new
+        Xvfb and x11vnc, then openbox and the start-up apps.
+
+        The X server is replaced because what a previous holder did to it outlives every client they
+        ran: the root window's background and properties, the keyboard map and lock keys, retained
+        (RetainPermanent) windows, its access list, x11vnc's clipboard, VNC viewers still connected. A
+        restore (`_after_wipe`, the holder's own under their lease) keeps the display: Xvfb and x11vnc
+        are restarted there only if dead."""
         if self.conf is None or self._stopped:
             raise EnvError("the sandbox is not started")
         self._resetting = True
         self._resets += 1
         try:
-            self._reset(_after_wipe)
+            self._reset(_after_wipe, keep_display=_after_wipe is not None)
         finally:
             self._resetting = False
 
-    def _reset(self, _after_wipe: Callable[[], None] | None) -> None:
+    def _reset(self, _after_wipe: Callable[[], None] | None, *, keep_display: bool) -> None:
         assert self.conf is not None
         t0 = time.monotonic()
         self._restarts.clear()
         infra_ok = self.xvfb is not None and self.xvfb.alive() and self.x is not None
-        if infra_ok:
+        fresh_x = not (keep_display and infra_ok)
+        if not fresh_x:
             with contextlib.suppress(EnvError):
                 self._x("release", lambda x: x.release_all())
             # AT-SPI clients find their bus through this root-window property; the killed session's
             # bus is gone, and a stale address would leave every new app without accessibility.
             with contextlib.suppress(EnvError):
                 self._x("atspi", lambda x: (x.root.delete_property(x.atom("AT_SPI_BUS")), x.d.sync()))
+            # The killed openbox's: the new one's readiness is seen by it (see _start_session).
+            with contextlib.suppress(EnvError):
+                self._x("wm", lambda x: (x.root.delete_property(x.atom("_OB_THEME")), x.d.sync()))
         self._kill_sandbox()
+        cast = self._cast_args if self.cast is not None and self.cast.running else None
+        if fresh_x:
+            self._kill_infra()
         t1 = time.monotonic()
         wipe_dir(self.conf.workspace)
         if self.conf.tmp is not None:
             wipe_dir(self.conf.tmp)
+        # What the sandbox's processes wrote to their output is on its disk too: a full one must not
+        # reach the next lease.
+        trim_logs(self.root)
         if _after_wipe is not None:
             _after_wipe()
         t2 = time.monotonic()
-        if not infra_ok:
-            self._kill_infra()
+        if fresh_x:
             self._start_x()
+            if cast is not None:  # its viewers go on watching the new display
+                on_frame, max_fps, on_end = cast
+                self.start_screencast(on_frame, max_fps=max_fps, on_end=on_end)
         self._start_session()
         vnc_dead = self.vnc is not None and not self.vnc.alive()
-        if not infra_ok:
+        if fresh_x:
             self._wait_vnc()
         elif vnc_dead:
             self._restart_vnc()
@@ -306,8 +343,18 @@ class DesktopLifecycle(DesktopPlumbing):
             "xdesktop %s reset in %.0f ms (kill %.0f, wipe %.0f, start %.0f)%s",
             self.sandbox_id, (time.monotonic() - t0) * 1000, (t1 - t0) * 1000, (t2 - t1) * 1000,
             (time.monotonic() - t2) * 1000,
-            ", Xvfb and x11vnc restarted" if not infra_ok else ", x11vnc restarted" if vnc_dead else "",
+            ", on a new X server" if fresh_x else ", x11vnc restarted" if vnc_dead else "",
         )  # fmt: skip
+
+    @classmethod
+    def sweep(cls, *, pool_root: Path) -> int:
+        """Free the sandbox disks no sandbox directory under `pool_root` leads to (confine.disk)."""
+        return disk.sweep(pool_root)
+
+    @classmethod
+    def host_report(cls) -> dict[str, Any]:
+        """Whether this host gives sandboxes' disks a quota, and why not."""
+        return disk.host_report()
 
     def stop(self) -> None:
         """Kill everything, remove the cgroup and the sandbox root; safe twice and half-started."""
@@ -330,12 +377,18 @@ class DesktopLifecycle(DesktopPlumbing):
                 problems.append(str(exc))
             self.cgroup = None
         if remove_root:
+            disk.release(self.root)
             shutil.rmtree(self.root, ignore_errors=True)
             self._release_slot()
         log.info(
             "xdesktop %s stopped in %.0f ms%s", self.sandbox_id, (time.monotonic() - t0) * 1000,
             f" (problems: {'; '.join(problems)})" if problems else "",
         )  # fmt: skip
+
+
+def _openbox_ready(x: XSession) -> bool:
+    """Whether openbox manages the screen and has finished starting (its _OB_THEME is set)."""
+    return x.wm_running() and x.root.get_full_property(x.atom("_OB_THEME"), 0) is not None
 
 
 def _have_windows(x: XSession, wanted: list[str]) -> bool:
@@ -368,3 +421,24 @@ def _accepts(path: Path) -> bool:
             return True
     finally:
         os.close(folder)
+
+
+def _unix_listening(pid: int) -> bool:
+    """Whether process `pid` has a listening unix socket (its descriptors' inodes in /proc/net/unix
+    with __SO_ACCEPTCON set); False if it is gone."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        with open("/proc/net/unix") as table:
+            next(table)  # the header
+            for line in table:
+                fields = line.split()
+                if len(fields) >= 7 and int(fields[3], 16) & 0x10000 and fields[6] in inodes:
+                    return True
+    except OSError:
+        return False
+    return False

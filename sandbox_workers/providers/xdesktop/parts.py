@@ -24,7 +24,7 @@ from sandbox_workers.providers.confine.spawning import (
     same_process,
 )
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: x11vnc on a unix socket (no port), Xvfb open to the host and the sandbox only
 STATE_FILE = "xdesktop-state.json"
 # The session bus socket and XDG_RUNTIME_DIR, in the sandbox's own /tmp (host: root/tmp/.flywheel).
 RUN_DIR = "/tmp/.flywheel"  # noqa: S108

@@ -3,8 +3,10 @@ and capture connections (reconnected when something in the sandbox cuts them), a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import shutil
 import subprocess
 import time
@@ -59,6 +61,8 @@ class DesktopPlumbing(Provider):
             float(opts.get("settle_first_ms", 25)),
             float(opts.get("settle_quiet_ms", 4)),
             float(opts.get("settle_max_ms", 120)),
+            float(opts.get("settle_idle_ms", 3)),
+            float(opts.get("settle_ready_ms", 5000)),
         )
         self.start_timeout = float(opts.get("start_timeout_s", 20))
         self.a11y_timeout = float(opts.get("a11y_timeout_s", 10))
@@ -67,7 +71,6 @@ class DesktopPlumbing(Provider):
         self.conf: Confinement | None = None
         self.cgroup: SandboxCgroup | None = None
         self.display: int | None = None
-        self.vnc_port: int | None = None
         self.xvfb: _Proc | None = None
         self.vnc: _Proc | None = None
         self.holder: _Proc | None = None
@@ -79,6 +82,8 @@ class DesktopPlumbing(Provider):
         self.grabber: Grabber | None = None
         self.cast: XScreencast | None = None
         """The live screencast (display.xcast) while viewers watch: its own thread and X connections."""
+        self._cast_args: tuple[Callable[[bytes], None], float, Callable[[str], None] | None] | None = None
+        """What the screencast was started with: a reset that restarts the display starts it again."""
         self.mcp_hub: McpHub | None = None
         """The sandbox's MCP servers (sandbox_workers.mcp), made on first use; stopped with its processes."""
         self._stopped = False
@@ -89,13 +94,30 @@ class DesktopPlumbing(Provider):
         """Counts resets begun: a health check that saw it change looked at a reset's kills."""
         """Set while reset kills and restarts the session: health() then reports no dead process."""
 
+    @property
+    def private_dir(self) -> Path:
+        """The host's own folder of the sandbox (mode 0700): x11vnc's socket, Xvfb's cookie while it
+        starts. No sandbox uid, nor any other user, can reach into it."""
+        return self.root / "host"
+
+    @property
+    def vnc_socket(self) -> Path:
+        """x11vnc's unix socket, the desktop's only VNC listener (no TCP port): only the host's user
+        can connect, and the host's relay (ticket-checked by the web app) is the way in for people."""
+        return self.private_dir / "vnc.sock"
+
+    def _make_private_dir(self) -> None:
+        self.private_dir.mkdir(parents=True, exist_ok=True)
+        os.chown(self.private_dir, os.geteuid(), os.getegid())
+        self.private_dir.chmod(0o700)  # also when it existed with another mode
+
     def _host_popen(
-        self, name: str, argv: list[str], pass_fds: tuple[int, ...] = ()
+        self, name: str, argv: list[str], pass_fds: tuple[int, ...] = (), cwd: Path | None = None
     ) -> subprocess.Popen[bytes]:
         with open(self.root / f"{name}.log", "ab") as logf:
             try:
                 return subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, pass_fds=pass_fds,
+                    argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, pass_fds=pass_fds, cwd=cwd,
                     start_new_session=True,  # a restarted host adopts it; no signal of ours reaches it
                 )  # fmt: skip
             except OSError as exc:
@@ -206,6 +228,21 @@ class DesktopPlumbing(Provider):
             _release_slot(self.slot, self.root)
             self._claimed_slot = False
 
+    def _log_size(self, name: str) -> int:
+        try:
+            return (self.root / name).stat().st_size
+        except OSError:
+            return 0
+
+    def _log_since(self, name: str, offset: int) -> bytes:
+        """What a log got since it was `offset` bytes long (a process started then wrote it)."""
+        try:
+            with open(self.root / name, "rb") as f:
+                f.seek(offset)
+                return f.read(64 * 1024)
+        except OSError:
+            return b""
+
     def _log_tail(self, name: str, n: int = 600) -> str:
         try:
             data = (self.root / name).read_bytes()[-n:]
@@ -275,12 +312,12 @@ class DesktopPlumbing(Provider):
         return self.grabber.screenshot(fmt, quality)
 
     def endpoints(self) -> dict[str, Any]:
-        """The VNC server (loopback only), the X display and the screen's size."""
-        if self.vnc_port is None:
+        """The VNC server (a unix socket only the host's user reaches), the X display, the screen's size."""
+        if self.vnc is None:
             return {}
         screen = {"width": self.profile.width, "height": self.profile.height}
         return {
-            "vnc": {"host": "127.0.0.1", "port": self.vnc_port},
+            "vnc": {"socket": str(self.vnc_socket)},
             "display": f":{self.display}",
             "screen": screen,
         }
@@ -299,10 +336,11 @@ class DesktopPlumbing(Provider):
         self.cast = XScreencast(
             f":{self.display}", on_frame, max_fps=max_fps, on_end=on_end, name=self.sandbox_id
         )
+        self._cast_args = (on_frame, max_fps, on_end)
 
     def stop_screencast(self) -> None:
         """Stop the screencast; safe when none runs."""
-        cast, self.cast = self.cast, None
+        cast, self.cast, self._cast_args = self.cast, None, None
         if cast is not None:
             cast.stop()
 
@@ -321,6 +359,12 @@ class DesktopPlumbing(Provider):
         for closeable in (self.x, self.grabber):
             if closeable is not None:
                 closeable.close()
+        xvfb = self.xvfb
+        if xvfb is not None and xvfb.popen is not None and xvfb.popen.poll() is None:
+            # Asked first: a terminated Xvfb removes its socket and lock file, a killed one leaves them.
+            xvfb.popen.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                xvfb.popen.wait(0.5)
         for p in (self.vnc, self.xvfb):
             if p is not None:
                 p.kill()
@@ -334,7 +378,6 @@ class DesktopPlumbing(Provider):
         return {
             "version": STATE_VERSION,
             "display": self.display,
-            "vnc_port": self.vnc_port,
             "slot": self.slot,
             "claimed_slot": self._claimed_slot,
             "uid": conf.uid if conf else None,
