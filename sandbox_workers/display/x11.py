@@ -1,10 +1,11 @@
-"""X11 plumbing of the desktop sandbox: XTEST input, Damage-based settling, window queries.
+"""X11 plumbing of the desktop sandbox: XTEST input, damage, the clients behind windows, window queries.
 
 `XSession` keeps ONE persistent Xlib connection per sandbox: input is XTEST fake_input on it (no
-process per action), and the same connection listens for XDamage events on the root window so an
-action returns once the screen has settled (the next screenshot shows its effect). Capture is
-`capture.Grabber`. Not thread-safe: one sandbox's worker thread owns it. Every failure of the X
-connection (a dead Xvfb) raises EnvError.
+process per action), and the same connection listens for XDamage events on the root window and asks
+the server which client owns a window (X-Resource, `clients`), so that a step waits until the
+application can take its input and until the screen shows its effect (`settle.Waits`: the next
+screenshot shows it). Capture is `capture.Grabber`. Not thread-safe: one sandbox's worker thread owns
+it. Every failure of the X connection (a dead Xvfb) raises EnvError.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ from Xlib.protocol import event as xevent  # type: ignore[import-untyped]
 from Xlib.support import connect as _xconnect  # type: ignore[import-untyped]
 
 from sandbox_workers.base import EnvError
+from sandbox_workers.display.clients import WindowClients
 from sandbox_workers.display.keys import char_keysym, key_keysym
+from sandbox_workers.display.settle import Settle, SettleResult, Target, Waits
+
+__all__ = ["Settle", "SettleResult", "Target", "Window", "XSession", "server_alive", "server_identity"]
 
 T = TypeVar("T")
 
@@ -49,18 +54,6 @@ _xconnect.get_auth = _get_auth_or_none
 
 _SCROLL_BUTTONS = {"up": 4, "down": 5, "left": 6, "right": 7}
 _BUTTONS = {"left": 1, "middle": 2, "right": 3}
-
-
-@dataclass(frozen=True)
-class Settle:
-    """How long to wait for the screen to settle after an action (milliseconds)."""
-
-    first_ms: float = 25.0
-    """Wait at most this long for the first damage; none by then: nothing changed."""
-    quiet_ms: float = 4.0
-    """Then wait until no damage came for this long…"""
-    max_ms: float = 120.0
-    """…but never longer than this in all."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +125,7 @@ def server_alive(display: str, identity: tuple[int, int] | None = None, timeout:
     return answer != b""
 
 
-class XSession:
+class XSession(WindowClients):
     """A persistent connection to one X display: input, settling and window queries."""
 
     def __init__(self, display: str, settle: Settle | None = None) -> None:
@@ -153,8 +146,10 @@ class XSession:
             self.root = screen.root
             self.width = int(screen.width_in_pixels)
             self.height = int(screen.height_in_pixels)
-            self._damage, self._damage_event = self._init_damage()
+            self.damage, self._damage_event = self._init_damage()
+            self.watched_drawn: set[int] = set()
             self._atoms: dict[str, int] = {}
+            self._init_clients()
             self._load_keymap()
             self.d.sync()
         except _X_FAILURES as exc:
@@ -163,10 +158,13 @@ class XSession:
         self._held_keys: set[int] = set()
         self._spare_next = 0
         self._remapped: dict[int, int] = {}  # keysym → spare keycode it is mapped to now
+        self.waits = Waits(self)
 
     # --- connection ---
     def close(self) -> None:
         """Close the connection (errors ignored: the server may be gone)."""
+        if "waits" in self.__dict__:
+            self.waits.threads.close()
         with contextlib.suppress(Exception):  # a dead server cannot be closed politely
             self.d.close()
 
@@ -335,63 +333,60 @@ class XSession:
             xtest.fake_input(self.d, X.ButtonRelease, b)
         self.d.sync()
 
-    # --- settling ---
+    # --- damage and settling (the waits themselves: settle.Waits) ---
     def arm(self) -> None:
         """Forget damage so far (call before an action; `settle` then waits for the action's own)."""
-        damage.damage_subtract(self.d, self._damage)
-        self._drain()
+        damage.damage_subtract(self.d, self.damage)
+        self.drain_damage()
 
     def changed(self, timeout_s: float) -> bool:
         """Whether anything was drawn since the last `arm`, waiting up to `timeout_s` for it."""
         with self._x("waiting for damage"):
-            return self._wait_damage(timeout_s)
+            return self.wait_damage(timeout_s)
 
-    def _drain(self) -> bool:
-        """Read pending events; whether any was a DamageNotify."""
+    def drain_damage(self) -> bool:
+        """Read pending events; whether any was a DamageNotify of the screen (those of a window
+        `watch`ed go to `watched_drawn` too)."""
         got = False
         while self.d.pending_events():
             ev = self.d.next_event()
             if ev.type == self._damage_event:
                 got = True
+                if int(ev.damage) != self.damage:
+                    self.watched_drawn.add(int(ev.damage))
+            elif ev.type == X.PropertyNotify:
+                self.note_property(int(ev.atom))
         return got
 
-    def _wait_damage(self, timeout_s: float) -> bool:
+    def watch(self, wid: int) -> int:
+        """A damage object on window `wid` and what it shows (its events mark `watched_drawn`)."""
+        window = self.d.create_resource_object("window", wid)
+        return int(damage.damage_create(window, damage.DamageReportNonEmpty))
+
+    def unwatch(self, did: int) -> None:
+        """Drop a damage object of `watch` (its window may be gone: the error is only kept)."""
+        damage.damage_destroy(self.d, did)
+        self.watched_drawn.discard(did)
+
+    def wait_damage(self, timeout_s: float) -> bool:
+        """Whether a DamageNotify comes within `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         fd = self.d.fileno()
         while True:
-            if self._drain():
+            if self.drain_damage():
                 return True
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
             select.select([fd], [], [], left)
 
-    def settle(self) -> float:
-        """Sync, then wait until the screen has settled (see Settle); returns the seconds waited."""
-        t0 = time.monotonic()
-        conf = self.settle_conf
-        self.d.sync()
-        if not self._wait_damage(conf.first_ms / 1000):
-            return time.monotonic() - t0
-        cap = t0 + conf.max_ms / 1000
-        while True:
-            damage.damage_subtract(self.d, self._damage)
-            left = cap - time.monotonic()
-            if left <= 0 or not self._wait_damage(min(conf.quiet_ms / 1000, left)):
-                return time.monotonic() - t0
+    def settle(self, target: Target | None = None, server: int | None = None) -> SettleResult:
+        """Sync, then wait until the screen shows `target`'s effect of the input (settle.Waits)."""
+        return self.waits.settle(target, server)
 
-    def quiet(self, quiet_s: float, max_s: float) -> bool:
-        """Wait until nothing has been drawn for `quiet_s` (an app done starting up), at most `max_s`;
-        whether it got quiet."""
-        cap = time.monotonic() + max_s
-        while True:
-            damage.damage_subtract(self.d, self._damage)
-            self._drain()
-            left = cap - time.monotonic()
-            if left <= 0:
-                return False
-            if not self._wait_damage(min(quiet_s, left)):
-                return True
+    def quiet(self, quiet_s: float, max_s: float, pids: Sequence[int] = ()) -> bool:
+        """Wait until nothing was drawn and none of `pids` ran for `quiet_s`, at most `max_s`."""
+        return bool(self.waits.quiet(quiet_s, max_s, pids))
 
     # --- windows ---
     def atom(self, name: str) -> int:

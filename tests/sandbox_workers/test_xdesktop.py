@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -20,6 +21,7 @@ from PIL import Image, ImageChops
 
 from agent_core import actions as A
 from sandbox_workers.base import ActionUnsupported, EnvError, SandboxBrokenByAgent, SandboxPathError
+from sandbox_workers.display.settle import InputNotDelivered
 from tests.procs import alive, wait_for
 from tests.sandbox_workers.conftest import xdesktop_module
 
@@ -61,9 +63,8 @@ def test_start_health_and_endpoints(xdesktop_sandbox: Any) -> None:
     assert h.ok, h.detail
     assert {"xvfb", "x11vnc", "netns", "dbus", "openbox", "xterm"} <= set(h.processes)
     ep = sb.endpoints()
-    assert ep["vnc"]["host"] == "127.0.0.1" and ep["display"].startswith(":")
-    with socket.create_connection(("127.0.0.1", ep["vnc"]["port"]), timeout=5) as s:
-        assert s.recv(12).startswith(b"RFB ")
+    assert ep["vnc"] == {"socket": str(sb.vnc_socket)} and ep["display"].startswith(":")
+    assert _vnc_answers(sb)
     obs = sb.observe(fmt="jpeg", quality=60)
     assert obs.screenshot.content_type == "image/jpeg"
     assert (obs.screenshot.width, obs.screenshot.height) == (1280, 720)
@@ -271,7 +272,8 @@ def test_reset_clears_workspace_and_restarts_apps(xdesktop_factory: Callable[...
     assert [p.name for p in Path(sb.conf.workspace).iterdir() if not p.name.startswith(".")] == []
     assert sb.health().ok
     new = set(alive(sb.pids()))
-    assert old & new == {xvfb, vnc}  # everything but Xvfb and x11vnc is new
+    # Everything is new, Xvfb and x11vnc too: what was done to the X server does not outlive a reset.
+    assert not old & new and {xvfb, vnc} <= old
     classes = " ".join(" ".join(w["class"]) for w in sb.call("windows", {})["windows"]).lower()
     assert "xterm" in classes and "pcmanfm" in classes and "mousepad" not in classes
 
@@ -294,8 +296,15 @@ def test_snapshot_and_restore(xdesktop_factory: Callable[..., Any]) -> None:
 
 
 def _vnc_answers(sb: Any) -> bool:
-    with socket.create_connection(("127.0.0.1", sb.endpoints()["vnc"]["port"]), timeout=5) as s:
-        return s.recv(4) == b"RFB "
+    """Whether x11vnc greets on the desktop's VNC socket (through its folder: the path is long)."""
+    folder = os.open(Path(sb.endpoints()["vnc"]["socket"]).parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(5)
+            s.connect(f"/proc/self/fd/{folder}/vnc.sock")
+            return s.recv(4) == b"RFB "
+    finally:
+        os.close(folder)
 
 
 @pytest.mark.slow
@@ -309,14 +318,14 @@ def test_faults_are_reported_and_repaired(xdesktop_factory: Callable[..., Any]) 
     sb.reset()
     assert sb.health().ok and sb.health().processes["xterm"]
     # x11vnc crashed (a fatal signal: it exits 2, as seen after demonstrations) or killed: the next
-    # operation restarts it on the same port, and the work goes on.
-    port = sb.endpoints()["vnc"]["port"]
+    # operation restarts it on the same socket, and the work goes on.
+    vnc = sb.endpoints()["vnc"]
     for sig in (signal.SIGSEGV, signal.SIGKILL):
         os.kill(sb.vnc.pid, sig)
         assert wait_for(lambda: sb.health().repair == ("x11vnc",))
         assert sb.health().ok
         sb.act(A.Click(x=10, y=10))
-        assert sb.health().processes["x11vnc"] and sb.endpoints()["vnc"]["port"] == port
+        assert sb.health().processes["x11vnc"] and sb.endpoints()["vnc"] == vnc
         assert _vnc_answers(sb)
     # Xvfb killed: act/observe/exec raise EnvError at once instead of hanging.
     os.kill(sb.xvfb.pid, signal.SIGKILL)
@@ -391,7 +400,7 @@ def test_what_an_agent_kills_from_inside_is_restarted_and_the_desktop_stays_usab
     xdesktop_factory: Callable[..., Any],
 ) -> None:
     sb = xdesktop_factory("killers", options={"apps": ["xterm"], "max_restarts": 3})
-    port = sb.endpoints()["vnc"]["port"]
+    vnc = sb.endpoints()["vnc"]
     # The window manager, killed through X from a shell in the sandbox.
     assert sb.exec(KILL_WM).exit_code == 0
     assert wait_for(lambda: sb.health().repair == ("openbox",))
@@ -402,10 +411,13 @@ def test_what_an_agent_kills_from_inside_is_restarted_and_the_desktop_stays_usab
     sb.exec(KILL_EVERY_CLIENT)
     assert wait_for(lambda: set(sb.health().repair) == {"openbox", "x11vnc"})
     sb.observe()
-    sb.act(A.Type(content="x"))
+    sb.act(A.Click(x=5, y=5))
     assert sb.call("windows", {})["windows"] == []  # xterm is gone: the agent closed it
+    with pytest.raises(InputNotDelivered, match="no window has the keyboard focus"):
+        sb.x.settle_conf = dataclasses.replace(sb.x.settle_conf, ready_ms=200)
+        sb.act(A.Type(content="x"))  # typed into no window: refused, not lost
     assert sb.exec("echo usable").stdout == "usable\n"
-    assert sb.health().ok and not sb.health().repair and sb.endpoints()["vnc"]["port"] == port
+    assert sb.health().ok and not sb.health().repair and sb.endpoints()["vnc"] == vnc
     assert _vnc_answers(sb)
     # Killing it again and again is the agent breaking the sandbox, not a failure of the machinery.
     with pytest.raises(SandboxBrokenByAgent, match="openbox died 4 times"):

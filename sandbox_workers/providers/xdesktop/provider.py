@@ -1,16 +1,19 @@
 """The X desktop sandbox: Xvfb + openbox + desktop apps, confined by bubblewrap.
 
-Xvfb and x11vnc (loopback only) run as the host user OUTSIDE the sandbox: they are infrastructure.
+Xvfb and x11vnc run as the host user OUTSIDE the sandbox: infrastructure only the host reaches (xaccess).
 Inside it (see `sandbox_workers.providers.confine`) run a namespace holder, a session D-Bus (AT-SPI needs it),
 openbox and the profile's start-up apps, each its own bwrap process; all share the workspace
 ($HOME = /home/user, host `root/home`), /tmp (host `root/tmp`), the network namespace (a server one
 starts is reachable from the others) and one cgroup. Input goes through one persistent Xlib
-connection (XTEST) and waits for XDamage to settle; screenshots come from a persistent mss instance.
+connection (XTEST), sent once the app it goes to can take it, and a step returns once the screen shows
+its effect (display.settle: damage and the app's own main thread); screenshots come from a persistent
+mss instance.
 Not thread-safe: one worker thread per sandbox (as the pool guarantees).
 
 Profile.options: apps (start-up apps, default ["xterm"]; known: xterm, mousepad, pcmanfm, chromium,
 and OSWorld's libreoffice, gimp, vlc, thunderbird where scripts/office-apps.sh installed them),
-settle_first_ms / settle_quiet_ms / settle_max_ms (see display.x11.Settle), start_timeout_s (20),
+settle_first_ms / settle_quiet_ms / settle_max_ms / settle_idle_ms / settle_ready_ms (display.settle.Settle:
+how a step waits for the app to take its input and for its effect), start_timeout_s (20),
 a11y_timeout_s (10), glx (False: Xvfb without GLX saves ~55 MB), max_restarts (MAX_RESTARTS),
 locale (LANG of the session, e.g. en_US.UTF-8 as in OSWorld's image; default the host's C locale).
 
@@ -64,12 +67,15 @@ from sandbox_workers.base import (
     register_provider,
 )
 from sandbox_workers.display.capture import Grabber
+from sandbox_workers.display.settle import SettleResult
 from sandbox_workers.display.x11 import XSession
 from sandbox_workers.mcp.hub import McpHub
+from sandbox_workers.providers.confine import disk
 from sandbox_workers.providers.confine.bwrap import Confinement
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
 from sandbox_workers.providers.confine.spawning import collect_output, process_start_time, same_process
 from sandbox_workers.providers.confine.workspace import chown_tree, workspace_read, workspace_write
+from sandbox_workers.providers.xdesktop import gui_input
 from sandbox_workers.providers.xdesktop.lifecycle import DesktopLifecycle
 from sandbox_workers.providers.xdesktop.mcp import desktop_hub
 from sandbox_workers.providers.xdesktop.parts import (
@@ -95,18 +101,26 @@ class XDesktopProvider(DesktopLifecycle):
 
     supports_snapshot = True
     extensions = frozenset({"launch", "a11y", "windows", "window", "pkill", "mcp_tools"})
+    _settled: SettleResult | None = None
+    """How the last GUI action's wait ended, for the observation that follows it."""
 
     # --- stepping -------------------------------------------------------------------------------
     def observe(self, *, fmt: ImageFormat = "png", a11y: bool = False, quality: int = 80) -> Observation:
-        """A screenshot now (and the AT-SPI tree as text when asked)."""
+        """A screenshot now (and the AT-SPI tree as text when asked); right after a GUI action, its
+        info says how the wait for the action's effect ended (`settle`: settle.SettleResult)."""
         self._ready()
         shot = self._grab(fmt, quality)
-        return Observation(
-            screenshot=shot, a11y=self._a11y_tree() if a11y else None, info={"display": f":{self.display}"}
-        )
+        info: dict[str, Any] = {"display": f":{self.display}"}
+        settled, self._settled = self._settled, None
+        if settled is not None:
+            info["settle"] = settled.to_dict()
+        return Observation(screenshot=shot, a11y=self._a11y_tree() if a11y else None, info=info)
 
     def act(self, action: A.Action) -> None:
-        """Perform one action (XTEST input) and return once the screen has settled."""
+        """Perform one action (XTEST input) once the application it goes to can take it, and return
+        once the screen shows its effect (display.settle); InputNotDelivered when the application
+        could not take it (nothing was sent)."""
+        self._settled = None
         if isinstance(action, A.Finished | A.CallUser):
             return
         if isinstance(action, _MOBILE):
@@ -125,12 +139,16 @@ class XDesktopProvider(DesktopLifecycle):
             time.sleep(action.seconds)
             return
 
-        def run(x: XSession) -> None:
-            x.arm()
-            _input(x, action)
-            x.settle()
+        def run(x: XSession) -> SettleResult:
+            target = x.waits.ready(x.waits.target(gui_input.point(action)), typing=isinstance(action, A.Type))
+            x.waits.arm(target)
+            try:
+                gui_input.send(x, action)
+                return x.settle(target, self.xvfb.pid if self.xvfb is not None else None)
+            finally:
+                x.waits.disarm()
 
-        self._x(action.kind, run)
+        self._settled = self._x(action.kind, run)
 
     # --- shell and files ------------------------------------------------------------------------
     def exec(
@@ -338,9 +356,12 @@ class XDesktopProvider(DesktopLifecycle):
             if mine or time.monotonic() > deadline:
                 if mine and app in SLOW_TO_READY:
                     # Its window comes before its content: keys sent while a document still loads
-                    # are lost (seen with LibreOffice). Ready once nothing is drawn for a moment.
+                    # go astray (seen with LibreOffice). Ready once nothing was drawn and the app's
+                    # main thread did not run for a moment: no drawing alone is no proof, a busy app
+                    # under load may draw nothing for seconds.
                     quiet, left = SLOW_TO_READY[app], max(0.5, deadline - time.monotonic())
-                    self._x("launch", functools.partial(XSession.quiet, quiet_s=quiet, max_s=left))
+                    ready = functools.partial(gui_input.ready_after_launch, int(mine[-1].id), quiet, left)
+                    self._x("launch", ready)
                 return {"app": app, "pid": proc.pid, "window": mine[-1].to_dict() if mine else None}
             self._require_infra()
             time.sleep(0.01)
@@ -399,7 +420,7 @@ class XDesktopProvider(DesktopLifecycle):
         self = cls(sandbox_id=sandbox_id, profile=profile, root=root)
         try:
             self.slot, self._claimed_slot = int(state["slot"]), bool(state.get("claimed_slot"))
-            self.display, self.vnc_port = int(state["display"]), int(state["vnc_port"])
+            self.display = int(state["display"])
             self.xvfb, self.vnc = _Proc.from_state(state["xvfb"]), _Proc.from_state(state["x11vnc"])
             self.holder = _Proc.from_state(state["holder"])
             self.session = [_Proc.from_state(d) for d in state["session"]]
@@ -426,7 +447,7 @@ class XDesktopProvider(DesktopLifecycle):
         self.conf = self._with_display(conf)
         self.x = XSession(f":{self.display}", self.settle_conf)
         self.grabber = Grabber(f":{self.display}")
-        log.info("xdesktop %s adopted (display :%s, vnc %s)", sandbox_id, self.display, self.vnc_port)
+        log.info("xdesktop %s adopted (display :%s)", sandbox_id, self.display)
         return self
 
     @classmethod
@@ -458,35 +479,8 @@ class XDesktopProvider(DesktopLifecycle):
         with contextlib.suppress(EnvError):
             if cgroup is not None:
                 cgroup.remove()
+        disk.release(root)  # after the kills: nothing holds its volume now
         shutil.rmtree(root, ignore_errors=True)
         if state.get("claimed_slot") and state.get("slot") is not None:
             _release_slot(int(state["slot"]), root)
         log.info("xdesktop sandbox in %s cleaned up (%d known processes)", root, len(procs))
-
-
-def _input(x: XSession, action: A.Action) -> None:
-    """Send the input events of one GUI action."""
-    if isinstance(action, A.Click):
-        x.click(action.x, action.y)
-    elif isinstance(action, A.LeftDouble):
-        x.click(action.x, action.y, count=2)
-    elif isinstance(action, A.RightSingle):
-        x.click(action.x, action.y, button="right")
-    elif isinstance(action, A.Hover):
-        x.move(action.x, action.y)
-    elif isinstance(action, A.Drag):
-        x.drag(action.x1, action.y1, action.x2, action.y2)
-    elif isinstance(action, A.Scroll):
-        x.scroll(action.x, action.y, action.direction, action.amount)
-    elif isinstance(action, A.Hotkey):
-        x.hotkey(action.keys)
-    elif isinstance(action, A.Press):
-        x.hotkey((action.key,))
-    elif isinstance(action, A.KeyDown):
-        x.key(action.key, True)
-    elif isinstance(action, A.KeyUp):
-        x.key(action.key, False)
-    elif isinstance(action, A.Type):
-        x.type_text(action.content)
-    else:
-        raise ActionUnsupported(f"{action.kind} is not an action of the X desktop")
