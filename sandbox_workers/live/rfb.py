@@ -1,19 +1,31 @@
-"""A view-only filter for the client-to-server half of an RFB (VNC) byte stream.
+"""Filters for the client-to-server half of an RFB (VNC) byte stream: no viewer's input reaches a
+sandbox's VNC server unless the relay decides it may.
 
-The relay feeds it whatever bytes the viewer sends, in chunks of any size; it returns the bytes that
-may reach the VNC server. The handshake and the messages that only ask for pictures pass; input
-(keys, pointer, clipboard) and screen resizes are dropped whole, so the stream stays in step. A
-message it cannot size (an unknown type, a security type it does not speak) ends the stream with
-RfbViolation: a filter that guessed would let input through, so it fails closed.
+The relay feeds a filter whatever bytes the viewer sends, in chunks of any size. `RfbClientFilter`
+returns, in order, the bytes that may reach the VNC server (the handshake and the messages that only
+ask for pictures) and the viewer's input as parsed messages (`KeyMessage`, `PointerMessage`, each
+with its raw bytes) for the relay to route: into an episode as recorded steps, raw to an idle
+sandbox, or nowhere. Clipboard text and screen resizes never pass (counted in `dropped`).
+`ViewOnlyRfbFilter` drops the input too. A message a filter cannot size (an unknown type, a security
+type it does not speak) ends the stream with RfbViolation: a filter that guessed would let input
+through, so it fails closed.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+from dataclasses import dataclass
 from enum import Enum, auto
 
-__all__ = ["MAX_CUT_TEXT", "RfbViolation", "ViewOnlyRfbFilter"]
+__all__ = [
+    "MAX_CUT_TEXT",
+    "KeyMessage",
+    "PointerMessage",
+    "RfbClientFilter",
+    "RfbViolation",
+    "ViewOnlyRfbFilter",
+]
 
 # A viewer has no business sending a large clipboard; anything bigger ends the stream.
 MAX_CUT_TEXT = 1 << 20
@@ -50,7 +62,29 @@ SECURITY_VNC_AUTH = 2
 
 
 class RfbViolation(Exception):
-    """The viewer sent something the view-only filter cannot pass or skip safely."""
+    """The viewer sent something the filter cannot pass or skip safely."""
+
+
+@dataclass(frozen=True)
+class KeyMessage:
+    """A KeyEvent: an X keysym pressed (down) or released."""
+
+    down: bool
+    keysym: int
+    raw: bytes
+
+
+@dataclass(frozen=True)
+class PointerMessage:
+    """A PointerEvent: the buttons held (bit 0 left, 1 middle, 2 right, 3-6 wheel) at a screen point."""
+
+    buttons: int
+    x: int
+    y: int
+    raw: bytes
+
+
+Segment = bytes | KeyMessage | PointerMessage
 
 
 class _Stage(Enum):
@@ -63,13 +97,17 @@ class _Stage(Enum):
     FAILED = auto()
 
 
-class ViewOnlyRfbFilter:
-    """Incremental: `feed(chunk)` returns what may be forwarded; raises RfbViolation (and stays failed).
+class RfbClientFilter:
+    """Incremental: `segments(chunk)` returns, in stream order, bytes that may be forwarded and the input
+    messages; raises RfbViolation (and stays failed).
 
     Assumes RFB 3.7/3.8 (the client names its security type) or 3.3 with no authentication, which is
-    what the sandboxes' loopback x11vnc offers. ClientInit's shared flag is forced on, so a viewer
+    what the sandboxes' x11vnc offers the relay. ClientInit's shared flag is forced on, so a viewer
     never disconnects the other viewers.
     """
+
+    keep_input = True
+    """Whether key and pointer messages are handed over (else dropped and counted, like the clipboard)."""
 
     def __init__(self) -> None:
         self._buf = bytearray()
@@ -77,18 +115,21 @@ class ViewOnlyRfbFilter:
         self._skip = 0
         self.passed: dict[str, int] = {}
         self.dropped: dict[str, int] = {}
+        self.refused = 0
+        """What the viewer meant to change and was dropped: clipboard text (not the extended clipboard's
+        capability messages, which noVNC sends by itself on connecting) and screen resizes."""
 
     @property
     def handshake_done(self) -> bool:
         """Whether the viewer has finished its side of the handshake."""
         return self._stage in (_Stage.MESSAGES, _Stage.SKIPPING)
 
-    def feed(self, data: bytes) -> bytes:
-        """Take the next bytes from the viewer; return the bytes that may go on to the server."""
+    def segments(self, data: bytes) -> list[Segment]:
+        """Take the next bytes from the viewer: what may go on to the server and the input, in order."""
         if self._stage is _Stage.FAILED:
             raise RfbViolation("the stream was already refused")
         self._buf += data
-        out = bytearray()
+        out: list[bytearray | KeyMessage | PointerMessage] = []
         try:
             while self._step(out):
                 pass
@@ -96,9 +137,9 @@ class ViewOnlyRfbFilter:
             self._stage = _Stage.FAILED
             self._buf.clear()
             raise
-        return bytes(out)
+        return [bytes(s) if isinstance(s, bytearray) else s for s in out]
 
-    def _step(self, out: bytearray) -> bool:
+    def _step(self, out: list[bytearray | KeyMessage | PointerMessage]) -> bool:
         """Consume one unit from the buffer into `out` (or drop it); False when more bytes are needed."""
         buf, stage = self._buf, self._stage
         if stage is _Stage.SKIPPING:
@@ -149,7 +190,7 @@ class ViewOnlyRfbFilter:
             return True
         return self._message(out)
 
-    def _message(self, out: bytearray) -> bool:
+    def _message(self, out: list[bytearray | KeyMessage | PointerMessage]) -> bool:
         buf = self._buf
         kind = buf[0]
         size = self._size(kind)
@@ -159,10 +200,25 @@ class ViewOnlyRfbFilter:
         if kind in _PASS:
             self._emit(out, size, name)
             return True
+        if kind in (KEY_EVENT, POINTER_EVENT) and not self.keep_input:
+            self.dropped[name] = self.dropped.get(name, 0) + 1
+            del buf[:size]
+            return True
+        if kind == KEY_EVENT:
+            down, keysym = struct.unpack_from(">B2xI", buf, 1)
+            out.append(KeyMessage(down=bool(down), keysym=keysym, raw=bytes(buf[:size])))
+            del buf[:size]
+            return True
+        if kind == POINTER_EVENT:
+            buttons, x, y = struct.unpack_from(">BHH", buf, 1)
+            out.append(PointerMessage(buttons=buttons, x=x, y=y, raw=bytes(buf[:size])))
+            del buf[:size]
+            return True
         if kind == CLIENT_CUT_TEXT:
             # Dropped as it streams, never buffered: the length field is the client's to lie about.
             self.dropped[name] = self.dropped.get(name, 0) + 1
             (length,) = struct.unpack_from(">i", buf, 4)
+            self.refused += length >= 0
             length = abs(length)  # negative: the extended clipboard format, same byte count
             if length > MAX_CUT_TEXT:
                 raise RfbViolation(f"ClientCutText of {length} bytes is too long")
@@ -171,6 +227,7 @@ class ViewOnlyRfbFilter:
             self._stage = _Stage.SKIPPING
             return True
         self.dropped[name] = self.dropped.get(name, 0) + 1
+        self.refused += kind == SET_DESKTOP_SIZE
         del buf[:size]
         return True
 
@@ -209,7 +266,22 @@ class ViewOnlyRfbFilter:
             return size if len(buf) >= size else None
         raise RfbViolation(f"unknown client message type {kind}")
 
-    def _emit(self, out: bytearray, n: int, name: str) -> None:
-        out += self._buf[:n]
+    def _emit(self, out: list[bytearray | KeyMessage | PointerMessage], n: int, name: str) -> None:
+        last = out[-1] if out else None
+        if isinstance(last, bytearray):
+            last += self._buf[:n]
+        else:
+            out.append(bytearray(self._buf[:n]))
         del self._buf[:n]
         self.passed[name] = self.passed.get(name, 0) + 1
+
+
+class ViewOnlyRfbFilter(RfbClientFilter):
+    """The view-only relay's filter: `feed(chunk)` returns only the bytes that may be forwarded; the
+    viewer's keys and pointer are dropped (counted in `dropped`) like its clipboard."""
+
+    keep_input = False
+
+    def feed(self, data: bytes) -> bytes:
+        """Take the next bytes from the viewer; return the bytes that may go on to the server."""
+        return b"".join(s for s in self.segments(data) if isinstance(s, bytes))

@@ -55,10 +55,11 @@ class ScreenPeer:
         def on_message(message: str | bytes) -> None:
             try:
                 event = json.loads(message)
-            except ValueError:
-                return
-            if isinstance(event, dict) and self.on_input is not None and not self._inputs.full():
-                self._inputs.put_nowait(event)
+            except (ValueError, RecursionError):
+                event = None
+            # A message that is no JSON object goes on as {} for the handler to refuse (and say so).
+            if self.on_input is not None and not self._inputs.full():
+                self._inputs.put_nowait(event if isinstance(event, dict) else {})
 
     async def answer(self, offer_sdp: str) -> str:
         """The SDP answer to a viewer's offer (ICE candidates included: no trickle)."""

@@ -8,6 +8,10 @@
 //   live.toScreen(ev.clientX, ev.clientY)  // {x, y} in screen pixels, or null outside the screen
 //   live.setFocus({x: 0, y: 0, width: 330, height: 215})  // zoom to that area (null: the whole screen)
 //
+// A control viewer's input goes where the server decides on each use (into the sandbox's episode as
+// steps of whoever holds control, raw into an idle sandbox, or nowhere); what it refuses, it says in a
+// text message on the same socket, passed to `onNotice(text)` (the stream goes on).
+//
 // Zoom only changes how the screen is drawn: the sandbox, its screenshots and every coordinate that
 // toScreen() returns stay in screen pixels. noVNC scales itself, so only the screencast and WebRTC zoom.
 //
@@ -38,8 +42,8 @@ function wsUrl(path) {
 class Denied extends Error {}
 
 export function mount(el, options) {
-  const opts = Object.assign({ transport: "vnc", mode: "view", fps: null, width: null, onStatus: null, focus: null },
-    options || {});
+  const opts = Object.assign({ transport: "vnc", mode: "view", fps: null, width: null, onStatus: null, focus: null,
+    onNotice: null }, options || {});
   const sandbox = opts.sandbox;
   const ticketUrl = opts.ticketUrl || `/sandboxes/${sandbox}/ticket/`;
   let control = opts.mode === "control";
@@ -70,6 +74,13 @@ export function mount(el, options) {
   let session = null; // the current transport: {drawn(), size(), close()}
   let focus = opts.focus; // the screen area to fit into the box, in screen pixels; null: the whole screen
   let zoomable = opts.transport !== "vnc";
+
+  // A text message from a live socket: the server refused input (said why), or refused a frame.
+  function notice(data) {
+    let msg;
+    try { msg = JSON.parse(data); } catch (e) { return; }
+    if (msg && msg.type === "input_refused" && opts.onNotice) opts.onNotice(String(msg.error || "input refused"));
+  }
 
   function status(state, detail) {
     box.dataset.state = state;
@@ -204,7 +215,11 @@ export function mount(el, options) {
   // --- noVNC: raw RFB over the relay; the server filters input on view tickets anyway -------------
   async function startVnc(url) {
     const { default: RFB } = await import(NOVNC);
-    const rfb = new RFB(stage, url, { shared: true });
+    // noVNC takes the socket we open, so the server's text messages (a refusal of input) reach the
+    // page; noVNC itself ignores text frames (an empty message to it).
+    const ws = new WebSocket(url);
+    ws.addEventListener("message", (ev) => { if (typeof ev.data === "string") notice(ev.data); });
+    const rfb = new RFB(stage, ws, { shared: true });
     rfb.viewOnly = !control;
     rfb.focusOnClick = control;
     rfb.scaleViewport = true;
@@ -306,6 +321,7 @@ export function mount(el, options) {
     ws.onmessage = async (ev) => {
       const msg = JSON.parse(ev.data);
       if (msg.type === "answer") await pc.setRemoteDescription({ type: "answer", sdp: msg.sdp });
+      else if (msg.type === "input_refused") notice(ev.data);
       else if (msg.type === "error") failed(msg.error);
     };
     ws.onclose = (ev) => failed(ev.reason || `closed ${ev.code}`, ev.code);

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page
 
+from sandbox_workers.client import HostClient
 from tests.conftest import Personas
 from tests.e2e.conftest import session_cookie
 from tests.e2e.netns import chromium_without_udp, turn_server
 from tests.e2e.platform import site_with_host
-from tests.procs import CHROMIUM, CHROMIUM_ARGS
-from tests.sandbox_workers.hostproc import LIGHT_DESKTOP
+from tests.procs import CHROMIUM, CHROMIUM_ARGS, wait_for
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN
 from webapp.sandboxes.models import Sandbox
 
 pytestmark = pytest.mark.slow
@@ -125,6 +126,37 @@ def test_researcher_watches_over_each_transport_and_an_outsider_sees_nothing(
         sandbox.pk,
     )
     assert outsider.evaluate(OPEN_SOCKET, stolen) == 4403
+
+    control_refused_outside_an_episode(browser, personas, url, sandbox)
+
+
+def control_refused_outside_an_episode(
+    browser: Browser, personas: Personas, url: str, sandbox: Sandbox
+) -> None:
+    """noVNC in control mode on a sandbox leased outside any episode: the click and the keys reach
+    nothing, the page says why, and the picture goes on."""
+    page = page_as(browser, url, personas.researcher)
+    page.goto(f"/sandboxes/{sandbox.pk}/live/?mode=control")
+    page.wait_for_function(CANVAS_DRAWN, timeout=60_000)
+    box = page.locator("[data-testid=live] .live-box")
+    assert (box.get_attribute("data-transport"), box.get_attribute("data-mode")) == ("vnc", "control")
+    with HostClient(sandbox.host.api_url, TOKEN) as host:
+        leases = []
+        try:
+            # The host leases whichever desktop is idle: lease until the one on the page is held.
+            while sandbox.external_id not in {lease.info.sandbox_id for lease in leases}:
+                assert len(leases) < 3, "the desktop on the page was never leased"
+                leases.append(host.acquire("desktop", holder="e2e-not-an-episode", ttl_s=120, wait_s=30))
+            assert wait_for(lambda: Sandbox.objects.get(pk=sandbox.pk).state == "leased", timeout=20)
+            page.locator("[data-testid=live] canvas").first.click(position={"x": 40, "y": 40})
+            page.keyboard.type("refused")
+            notice = page.get_by_test_id("live-notice")
+            notice.wait_for(state="visible", timeout=20_000)
+            assert "Input not sent" in notice.inner_text() and "leased" in notice.inner_text()
+            assert box.get_attribute("data-state") == "connected"
+        finally:
+            for lease in leases:
+                lease.release()
 
 
 VIDEO_PLAYING = """() => { const v = document.querySelector('[data-testid=live] video');

@@ -1,7 +1,9 @@
 """The live session socket of an episode: input, think-aloud, proposals, control, submit.
 
 The consumer authenticates, then hands each message to a LiveSession on one worker thread (so a
-person's actions reach the sandbox in order) and relays the episode's live events back. Messages
+person's actions reach the sandbox in order: live_input.LiveInput) and relays the episode's live
+events back. All of the session page's input comes this way, whatever transport shows the screen
+(the page opens its live view, WebRTC included, with a view ticket). Messages
 in: input, thought, pause, resume, propose, accept, edit, submit, control (op request / release /
 force), clock (a game's time: step, realtime, half), tools, tool_call (server, tool, arguments: an MCP tool
 of the sandbox, recorded as a step). Out: hello, step.created, episode.status, control.changed, proposal,
@@ -10,29 +12,19 @@ paused, clock, tools, calling, tool_result, error.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.db import close_old_connections
 
-from agent_core.actions import ActionError
-from agent_core.data.recording import MAX_T
-from agent_core.env import EnvError
-from sandbox_workers.base import SandboxError
+from webapp.annotation.live_input import FAILURES, LiveInput
 from webapp.annotation.services import DemoError
-from webapp.annotation.session import GAME_CLOCKS, LiveSession
+from webapp.annotation.session import GAME_CLOCKS, LiveSession, ToolsUnavailable
 from webapp.common.live import episode_group
 from webapp.common.sockets import JsonSocketConsumer
 from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episode_visible_to
-from webapp.sandboxes.consumers import sandbox_input_group
 from webapp.sandboxes.control import (
-    ControlError,
     control_allowed,
     control_held_by,
     control_of,
@@ -43,12 +35,8 @@ from webapp.sandboxes.control import (
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
-TICK_S = 0.1
-KEEP_ALIVE_S = 30.0
 log = logging.getLogger(__name__)
 
-# What a session may do when its user is the episode's annotator, or may control its sandbox.
-FAILURES = (DemoError, ControlError, EnvError, SandboxError, ActionError)
 MAX_TEXT = 10_000  # a thought, an edited action or an answer
 
 
@@ -82,6 +70,9 @@ def _hello(user: Any, episode_id: int) -> dict[str, Any] | None:
         "type": "hello",
         "episode": episode.pk,
         "status": episode.status,
+        # An episode that ended before the page's socket opened (a preparation that failed at once)
+        # says why in the hello itself: no event about it is coming any more.
+        "error": episode.error if episode.is_done else "",
         "sandbox": episode.sandbox_id,
         "may_control": _may_control(user, episode),
         "control": control_state(token),
@@ -112,82 +103,31 @@ class SessionConsumer(JsonSocketConsumer):
             return
         self.user = user
         self.may_control = bool(hello["may_control"])
-        if hello["sandbox"]:
-            self.groups_joined.append(sandbox_input_group(hello["sandbox"]))
-            await self.channel_layer.group_add(self.groups_joined[-1], self.channel_name)
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{self.episode_id}")
-        self.session: LiveSession | None = None
-        self.offset: float | None = None
-        self.last_event_at: float = 0.0
-        self.last_received_at: float | None = None
-        self.ticker = asyncio.create_task(self._tick_forever())
+        self.live = LiveInput(episode_id=self.episode_id, user=user, on_error=self._tell_error)
         await self.accept()
         await self.send_json(hello)
 
     async def disconnect(self, code: int) -> None:
         for group in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
-        ticker = getattr(self, "ticker", None)
-        if ticker is not None:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
-        if getattr(self, "session", None) is not None:
-            with contextlib.suppress(Exception):
-                await self._run(self.session.close)  # type: ignore[union-attr]
-        if getattr(self, "may_control", False):
+        if getattr(self, "live", None) is not None:
             # Someone who took over a rollout and left must not leave the agent waiting forever.
-            with contextlib.suppress(Exception):
-                await self._run(self._hand_back_rollout)
-        pool = getattr(self, "pool", None)
-        if pool is not None:
-            pool.shutdown(wait=False)
+            await self.live.close(then=self._hand_back_rollout if self.may_control else None)
 
     # --- running session code on the session's thread -------------------------------------------
 
-    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        def call() -> Any:
-            close_old_connections()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                close_old_connections()
+    @property
+    def session(self) -> LiveSession | None:
+        return self.live.session
 
-        return await asyncio.get_running_loop().run_in_executor(self.pool, call)
+    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self.live.run(fn, *args, **kwargs)
 
     async def _session(self) -> LiveSession:
-        if self.session is None:
-            self.session = await self._run(LiveSession, episode_id=self.episode_id, user=self.user)
-        return self.session
+        return await self.live.live_session()
 
-    def _event_clock_now(self) -> float:
-        """Now, in the events' clock, as far as the merge windows are concerned.
-
-        A window (a click's repeat, a typing run) has passed only when that long went by with no new
-        input *arriving*: input delayed on its way (a loaded server, a busy data channel) must not cut a
-        run of typing in two. So the time since the last event is counted from when it arrived.
-        """
-        if self.last_received_at is None:
-            return time.monotonic()
-        return self.last_event_at + (time.monotonic() - self.last_received_at)
-
-    async def _tick_forever(self) -> None:
-        last_alive = time.monotonic()
-        while True:
-            await asyncio.sleep(TICK_S)
-            session = self.session
-            if session is None:
-                continue
-            try:
-                if session.busy:
-                    await self._run(session.tick, self._event_clock_now())
-                if time.monotonic() - last_alive >= KEEP_ALIVE_S:
-                    last_alive = time.monotonic()
-                    await self._run(session.keep_alive)
-            except FAILURES as exc:
-                await self.send_json({"type": "error", "message": str(exc)})
-            except Exception:
-                log.exception("session %s: tick failed", self.episode_id)
+    async def _tell_error(self, message: str) -> None:
+        await self.send_json({"type": "error", "message": message})
 
     # --- messages from the page -------------------------------------------------------------------
 
@@ -215,22 +155,7 @@ class SessionConsumer(JsonSocketConsumer):
         await self.send_json({"type": "pong"})
 
     async def on_input(self, content: dict[str, Any]) -> None:
-        events = content.get("events")
-        if not isinstance(events, list) or not events or len(events) > 500:
-            raise DemoError("input needs a list of 1 to 500 events")
-        times = [e.get("t") for e in events if isinstance(e, dict)]
-        # Only times an event may carry: one bad value must not skew the clock of every later event.
-        latest = max(
-            (t for t in times if isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t <= MAX_T),
-            default=None,
-        )
-        if latest is not None:
-            # Map the browser's clock onto ours; the smallest offset seen is the least delayed.
-            offset = time.monotonic() - float(latest)
-            self.offset = offset if self.offset is None else min(self.offset, offset)
-            self.last_event_at, self.last_received_at = float(latest) + self.offset, time.monotonic()
-        session = await self._session()
-        await self._run(session.input, events, offset=self.offset or 0.0)
+        await self.live.feed(content.get("events"))
 
     async def on_thought(self, content: dict[str, Any]) -> None:
         text = _text(content, "text")
@@ -255,25 +180,26 @@ class SessionConsumer(JsonSocketConsumer):
 
     async def on_accept(self, content: dict[str, Any]) -> None:
         session = await self._session()
-        await self._run(session.accept)
+        ended = await self._run(session.accept)  # a proposed finished() ends the episode
+        if ended is not None:
+            await self._submitted(ended)
 
     async def on_edit(self, content: dict[str, Any]) -> None:
         text = _text(content, "text")
         session = await self._session()
-        await self._run(session.edit, text)
+        ended = await self._run(session.edit, text)
+        if ended is not None:
+            await self._submitted(ended)
 
     async def on_submit(self, content: dict[str, Any]) -> None:
         answer = _text(content, "answer")
         session = await self._session()
         await self.send_json({"type": "checking"})
-        episode = await self._run(session.submit, answer)
+        await self._submitted(await self._run(session.submit, answer))
+
+    async def _submitted(self, episode: Episode) -> None:
         await self.send_json(
-            {
-                "type": "submitted",
-                "reward": episode.reward,
-                "status": episode.status,
-                "error": episode.error,
-            }
+            {"type": "submitted", "reward": episode.reward, "status": episode.status, "error": episode.error}
         )
 
     async def on_clock(self, content: dict[str, Any]) -> None:
@@ -286,7 +212,11 @@ class SessionConsumer(JsonSocketConsumer):
 
     async def on_tools(self, content: dict[str, Any]) -> None:
         session = await self._session()
-        tools = await self._run(session.tools)
+        try:
+            tools = await self._run(session.tools)
+        except ToolsUnavailable as exc:  # shown in the Tools panel; the sandbox and its screen go on
+            await self.send_json({"type": "tools", "tools": [], "error": str(exc)})
+            return
         await self.send_json({"type": "tools", "tools": tools})
 
     async def on_tool_call(self, content: dict[str, Any]) -> None:
@@ -332,12 +262,3 @@ class SessionConsumer(JsonSocketConsumer):
 
     async def control_changed(self, event: dict[str, Any]) -> None:
         await self.send_json({"type": "control.changed", **event["payload"]})
-
-    async def sandbox_input(self, event: dict[str, Any]) -> None:
-        """Input that came by a WebRTC data channel: this user's own only (control is checked on use)."""
-        if event.get("user_id") != self.user.pk or not self.may_control:
-            return
-        try:
-            await self.on_input({"events": event.get("events")})
-        except FAILURES as exc:
-            await self.send_json({"type": "error", "message": str(exc), "for": "input"})

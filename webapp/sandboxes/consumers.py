@@ -3,9 +3,11 @@
 Each consumer checks its ticket in connect() (tickets.py says what a ticket binds), then pipes bytes
 between the browser and the sandbox's host. Screencast and WebRTC viewers of one sandbox share one
 host socket in this process (sandbox_workers.live.fanout); the host shares one capture among them.
-Input from a view-only viewer never reaches the host: the VNC relay filters the RFB stream
-(sandbox_workers.live.rfb), the others carry no input at all, and WebRTC input from a control ticket
-is published to the sandbox's input group for the part of the app that executes and records it.
+No viewer's raw input reaches the host on its own say: the VNC relay parses the RFB stream
+(sandbox_workers.live.rfb) and drops a view ticket's input; a control ticket's input, and a WebRTC
+control peer's data channel, go where live_input.py decides on each use: into the sandbox's live
+episode as recorded steps of the control holder, raw into an idle sandbox, or nowhere (the viewer
+is told why in a text message; the stream goes on).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -23,10 +26,12 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from sandbox_workers.live.client import LiveStreamError, auth_headers, host_vnc_url, shared_host_frames
-from sandbox_workers.live.rfb import RfbViolation, ViewOnlyRfbFilter
+from sandbox_workers.live.rfb import KeyMessage, PointerMessage, RfbClientFilter, RfbViolation
+from sandbox_workers.live.rfb_input import RfbInputTranslator
 from webapp.common.sockets import MessageError, message_decode
+from webapp.sandboxes.live_input import EpisodeInputFactory, InputRouter
 from webapp.sandboxes.models import Sandbox
-from webapp.sandboxes.selectors import CONTROL, VIEW
+from webapp.sandboxes.selectors import CONTROL
 from webapp.sandboxes.tickets import TicketClaims, TicketError, ticket_check
 
 log = logging.getLogger(__name__)
@@ -40,11 +45,7 @@ CLOSE_HOST_UNAVAILABLE = 4502  # the host refused or dropped the stream; the pag
 FPS_DEFAULT, FPS_MIN, FPS_MAX = 5.0, 0.2, 30.0
 WIDTH_MIN, WIDTH_MAX = 64, 4096
 ACK_WINDOW = 2  # screencast frames a pacing viewer may have unacknowledged (one drawing, one on its way)
-
-
-def sandbox_input_group(sandbox_id: int) -> str:
-    """The group that receives input events for a sandbox from viewers holding a control ticket."""
-    return f"sandbox_input.{sandbox_id}"
+VIEW_ONLY = "this is a view-only stream: your input is not sent (ask for a control ticket)"
 
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:
@@ -81,9 +82,18 @@ def _admit(scope: dict[str, Any], transport: str) -> tuple[TicketClaims, Sandbox
 
 
 class _LiveConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
-    """Ticket check and tear-down shared by the live transports."""
+    """Ticket check and tear-down shared by the live transports.
+
+    `recorder` (given by the routing) records a control viewer's input into the sandbox's episode;
+    without one, such input is refused."""
 
     transport = ""
+    recorder: EpisodeInputFactory | None = None
+
+    def __init__(self, *args: Any, recorder: EpisodeInputFactory | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recorder = recorder
+        self.router: InputRouter | None = None
 
     async def connect(self) -> None:
         self.tasks: list[asyncio.Task[None]] = []
@@ -129,7 +139,22 @@ class _LiveConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         """Tell the viewer why a frame it sent was ignored (the stream goes on)."""
         await self.send(text_data=json.dumps({"type": "error", "error": message}))
 
+    async def send_refusal(self, message: str) -> None:
+        """Tell the viewer why their input reached nothing (the stream goes on)."""
+        await self.send(text_data=json.dumps({"type": "input_refused", "error": message}))
+
+    def input_router(self) -> InputRouter:
+        """Where this socket's input goes (made once; it checks the target on each use)."""
+        if self.router is None:
+            self.router = InputRouter(
+                sandbox_id=self.sandbox.pk, user=self.scope["user"], recorder=self.recorder,
+                tell=self.send_refusal,
+            )  # fmt: skip
+        return self.router
+
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "router", None) is not None:
+            await self.router.close()  # type: ignore[union-attr]
         for task in getattr(self, "tasks", []):
             task.cancel()
         await asyncio.gather(*getattr(self, "tasks", []), return_exceptions=True)
@@ -138,12 +163,17 @@ class _LiveConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
 
 
 class VncRelayConsumer(_LiveConsumer):
-    """RFB bytes between noVNC and the sandbox's VNC server; view tickets pass through the filter."""
+    """RFB bytes between noVNC and the sandbox's VNC server. The viewer's stream is parsed: pictures
+    pass; a view ticket's input is dropped; a control ticket's goes where live_input.py says (turned
+    into the recorder's events for an episode, raw to an idle sandbox, else nowhere). Clipboard text
+    and screen resizes never pass."""
 
     transport = "vnc"
 
     async def start(self) -> None:
-        self.filter = ViewOnlyRfbFilter() if self.claims.mode == VIEW else None
+        self.filter = RfbClientFilter()
+        self.translator = RfbInputTranslator()
+        self.idle = False  # the last input found the sandbox idle: hovering is then checked and sent too
         self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
         url = host_vnc_url(self.sandbox.host.api_url, self.sandbox.external_id)
         try:
@@ -172,15 +202,50 @@ class VncRelayConsumer(_LiveConsumer):
             return
         if not hasattr(self, "upstream"):
             return
-        if self.filter is not None:
-            try:
-                bytes_data = self.filter.feed(bytes_data)
-            except RfbViolation as exc:
-                log.info("view-only VNC of sandbox %s closed: %s", self.sandbox.pk, exc)
-                await self.close(code=CLOSE_PROTOCOL)
-                return
-        if bytes_data:
-            await self.upstream.send_bytes(bytes_data)
+        refused = self.filter.refused
+        try:
+            segments = self.filter.segments(bytes_data)
+        except RfbViolation as exc:
+            log.info("VNC of sandbox %s closed: %s", self.sandbox.pk, exc)
+            await self.close(code=CLOSE_PROTOCOL)
+            return
+        if self.filter.refused > refused:
+            await self.input_router().refuse("the clipboard and the screen size are not a viewer's to change")
+        inputs = [s for s in segments if not isinstance(s, bytes)]
+        if not inputs:
+            out = b"".join(s for s in segments if isinstance(s, bytes))
+        elif self.claims.mode != CONTROL:
+            await self.input_router().refuse(VIEW_ONLY, len(inputs))
+            out = b"".join(s for s in segments if isinstance(s, bytes))
+        else:
+            out = await self._route(segments, inputs)
+        if out:
+            await self.upstream.send_bytes(out)
+
+    async def _route(self, segments: list[Any], inputs: list[KeyMessage | PointerMessage]) -> bytes:
+        """A control viewer's input: the bytes to forward (raw input only into an idle sandbox)."""
+        router = self.input_router()
+        t = time.monotonic()
+        events: list[dict[str, Any]] = []
+        untranslated: list[str] = []
+        for message in inputs:  # every message, so the translator keeps the buttons and modifiers held
+            made, why = self.translator.translate(message, t)
+            events += made
+            untranslated += [why] if why else []
+        passed = b"".join(s for s in segments if isinstance(s, bytes))
+        if not events and not untranslated and not self.idle:
+            return passed  # hovering over an episode's sandbox: nothing a step records, nothing sent
+        target = await router.target()
+        self.idle = target is not None and target.episode_id is None
+        if target is None:
+            return passed
+        if target.episode_id is not None:
+            for why in untranslated:
+                await router.refuse(why)
+            await router.to_episode(target.episode_id, events)
+            return passed
+        # Idle: no episode is there to record it; the host resets a sandbox touched outside a lease.
+        return b"".join(s if isinstance(s, bytes) else s.raw for s in segments)
 
 
 class _Pacing:
@@ -249,7 +314,9 @@ class ScreencastConsumer(_LiveConsumer):
 
 
 class WebRtcConsumer(_LiveConsumer):
-    """Signalling for one aiortc peer in this process: offer in, answer out; input from control only."""
+    """Signalling for one aiortc peer in this process: offer in, answer out. A control peer's
+    data-channel input goes into the sandbox's episode as recorded steps (live_input.py); a view
+    peer's, or any input where no episode records it, is refused and the viewer told here."""
 
     transport = "webrtc"
 
@@ -287,7 +354,7 @@ class WebRtcConsumer(_LiveConsumer):
         track = shared_video(("webrtc", api_url, sandbox_id, fps), frames, name=sandbox_id)
         self.peer = ScreenPeer(
             track,
-            on_input=self._input if self.claims.mode == CONTROL else None,
+            on_input=self._input,  # a view ticket's input is refused there, and the viewer told
             ice_servers=settings.LIVE_ICE_SERVERS,
         )
         try:
@@ -299,12 +366,27 @@ class WebRtcConsumer(_LiveConsumer):
             return
         await self.send(text_data=json.dumps({"type": "answer", "sdp": answer}))
 
-    async def _input(self, event: dict[str, Any]) -> None:
-        events = event.get("events") if isinstance(event.get("events"), list) else [event]
-        await self.channel_layer.group_send(
-            sandbox_input_group(self.sandbox.pk),
-            {"type": "sandbox.input", "user_id": self.claims.user_id, "events": events},
-        )
+    async def _input(self, event: Any) -> None:
+        """A control peer's data-channel message: {type: "input", events: [...]} as the session socket
+        takes it, recorded into the sandbox's episode; refused (and the viewer told) anywhere else."""
+        events = event.get("events") if isinstance(event, dict) else None
+        router = self.input_router()
+        if self.claims.mode != CONTROL:
+            await router.refuse(VIEW_ONLY)
+            return
+        if not isinstance(events, list):
+            await router.refuse('input on the data channel is {"type": "input", "events": [...]}')
+            return
+        target = await router.target()
+        if target is None:
+            return
+        if target.episode_id is None:
+            # No raw path: the data channel's events are executed by an episode's recorder only.
+            await router.refuse(
+                "this sandbox is in no episode: WebRTC input reaches episodes only (use noVNC)"
+            )
+            return
+        await router.to_episode(target.episode_id, events)
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "peer", None) is not None:

@@ -13,7 +13,7 @@ from agent_core.policies.base import Policy, PolicyInput, PolicyOutput
 from agent_core.policies.local import text_only_messages
 from tests.conftest import Personas
 from tests.sandbox_workers.hostproc import TOKEN
-from tests.webapp.annotation.conftest import note_task
+from tests.webapp.annotation.conftest import note_reads, note_task
 from tests.webapp.annotation.test_demo_real import keys
 from webapp.annotation.services import DemoError, demo_prepare, demo_start
 from webapp.annotation.session import LiveSession
@@ -49,6 +49,7 @@ def test_proposals_are_accepted_edited_or_overridden_and_kept_beside_the_final_s
             "Thought: click the terminal.\nAction: click(start_box='(10,10)')",
             "this is not an action at all",
             "Thought: now write it.\nAction: type(content='echo hello > note.txt\\n')",
+            "Thought: the note is written.\nAction: finished(content='')",
         ]
     )
     monkeypatch.setattr("webapp.policies.runtime.policy_for", lambda version, **_: policy)
@@ -77,38 +78,47 @@ def test_proposals_are_accepted_edited_or_overridden_and_kept_beside_the_final_s
         with pytest.raises(DemoError, match="no valid proposal"):
             session.accept()
         session.propose()
-        session.accept()
-        done = session.submit()
+        assert session.accept() is None
+        note_reads(episode, "hello")
+        # 5. A proposed finished() accepted ends the demonstration: its last step, then the checker.
+        assert session.propose()["action"]["type"] == "finished"
+        done = session.accept()
         session.close()
-    assert done.reward == 1.0, done.check_details
+    assert done is not None and done.status == "finished" and done.reward == 1.0, done and done.check_details
     steps = list(Step.objects.filter(episode=episode).order_by("index"))
     rows = [(s.actor, s.action["type"], (s.proposed_action or {}).get("type")) for s in steps]
     assert rows == [
         ("human", "click", "type"),  # edited: the proposal stays beside the final choice
         ("human", "press", "click"),  # overridden by the person's own key
         ("agent", "type", "type"),  # accepted
+        ("agent", "finished", "finished"),  # accepted: the final action, kept as a step
     ]
+    assert steps[3].thought == "the note is written."
     assert steps[0].proposed_thought == "type the command." and steps[0].action["x"] == 640
     assert steps[2].action["content"] == "echo hello > note.txt\n" and steps[2].thought == "now write it."
 
 
-def test_keys_typed_while_paused_reach_the_sandbox_but_are_not_recorded(
+def test_keys_typed_while_paused_are_refused_and_never_reach_the_sandbox(
     desktop_host: Any, personas: Personas, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Pausing stops recording, so it stops input too: what was typed while paused would otherwise be in
+    the outcome (the old rule scored this episode 1 on a note no step wrote)."""
     monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", lambda episode_id: None)
     with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
         episode = demo_start(task=note_task(), annotator=personas.annotator)
         demo_prepare(episode_id=episode.pk)
         session = LiveSession(episode_id=episode.pk, user=personas.annotator)
         session.pause()
-        session.input(keys("echo hello > note.txt\n", time.monotonic()))
+        with pytest.raises(DemoError, match="paused"):
+            session.input(keys("echo hello > note.txt\n", time.monotonic()))
         session.resume()
         session.input(keys("ls\n", time.monotonic() + 5))
+        note_reads(episode, None, timeout=2)  # nothing typed while paused was run
         done = session.submit()
     steps = list(Step.objects.filter(episode=episode))
     assert [s.action["content"] for s in steps] == ["ls\n"]
     assert steps[0].info["paused_before_s"] >= 0
-    assert done.reward == 1.0  # what was typed during the pause did happen in the sandbox
+    assert done.reward == 0.0
 
 
 def test_an_interactive_episode_observes_as_its_policy_does_and_records_that_text(

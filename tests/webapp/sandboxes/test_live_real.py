@@ -8,11 +8,9 @@ import asyncio
 import io
 import json
 import re
-import uuid
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client, override_settings
@@ -26,7 +24,6 @@ from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc, keep_changing
 from tests.sandbox_workers.rfbclient import RfbClient
 from webapp.asgi import application
-from webapp.sandboxes.consumers import sandbox_input_group
 from webapp.sandboxes.models import Sandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -73,45 +70,104 @@ def mouse(leased: LeasedSandbox) -> tuple[int, int]:
 
 
 async def rfb_over(path: str, headers) -> tuple[WebsocketCommunicator, RfbClient]:
+    """An RFB client through the relay; what the relay tells the viewer in text frames (input it
+    refused) is kept in `comm.told`."""
     comm = WebsocketCommunicator(application, path, headers=headers)
     connected, _ = await comm.connect(timeout=20)
     assert connected
+    comm.told = []
 
     async def recv() -> bytes:
-        message = await comm.receive_output(timeout=20)
-        assert message["type"] == "websocket.send", message
-        return message["bytes"]
+        while True:
+            message = await comm.receive_output(timeout=20)
+            assert message["type"] == "websocket.send", message
+            if message.get("bytes") is not None:
+                return message["bytes"]
+            comm.told.append(_refusal(message["text"]))
 
     return comm, RfbClient(lambda b: comm.send_to(bytes_data=b), recv)
 
 
-def test_vnc_relay_speaks_rfb_and_view_mode_keeps_the_pointer_still(desktop):
+def _refusal(text: str) -> str:
+    message = json.loads(text)
+    assert message["type"] == "input_refused", message
+    return message["error"]
+
+
+async def refusals(comm: WebsocketCommunicator, timeout: float = 20) -> list[str]:
+    """What the relay told the viewer it refused (`comm.told`, from rfb_over), waited for until it told
+    something and went quiet, or `timeout`. RFB bytes that come meanwhile are dropped: call it once
+    the RFB client reads no more. (receive_nothing waits without cancelling the consumer.)"""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        if await comm.receive_nothing(timeout=0.3, interval=0.02):
+            if comm.told:
+                break
+            continue
+        out = await comm.receive_output()
+        if out.get("text") is not None:
+            comm.told.append(_refusal(out["text"]))
+    return list(comm.told)
+
+
+def test_vnc_relay_speaks_rfb_and_raw_input_reaches_only_an_idle_sandbox(desktop):
+    """Pictures pass every ticket; a view ticket's pointer and a control ticket's pointer into a sandbox
+    leased outside an episode reach nothing (each viewer is told); a control ticket's keys reach an
+    idle desktop raw (its screen changes)."""
     leased, row = desktop
     people = make_personas()
     client, headers = session(people.admin)
+    # The host's own lease ("live-test") is no episode's: the web app sees the sandbox leased.
+    assert wait_for(lambda: Sandbox.objects.get(pk=row.pk).state == "leased", timeout=20, interval=0.2)
 
-    async def point_through(path: str, x: int, y: int) -> RfbClient:
+    async def point_through(path: str, x: int, y: int) -> tuple[RfbClient, list[str]]:
         comm, rfb = await rfb_over(path, headers)
         await rfb.handshake()
         await rfb.request(incremental=False)
         await rfb.read_update()
+        await rfb.pointer(x, y, 1)  # a click: a step's worth of input (hovering alone tells nothing)
         await rfb.pointer(x, y)
         # The pointer event is ahead of this request on the same stream: once the update comes back,
         # a pointer event that reached x11vnc has been applied.
         await rfb.request(incremental=False)
         await rfb.read_update()
+        told = await refusals(comm)
         await comm.disconnect()
-        return rfb
+        return rfb, told
 
     leased.exec(["xdotool", "mousemove", "5", "5"])
     assert mouse(leased) == (5, 5)
-    rfb = async_to_sync(point_through)(ticket_for(client, row, mode="view", transport="vnc"), 200, 150)
+    rfb, told = async_to_sync(point_through)(ticket_for(client, row, mode="view", transport="vnc"), 200, 150)
     screen = leased.observe(fmt="png").screenshot
     assert (rfb.width, rfb.height) == (screen.width, screen.height)
     assert not rfb.blank(), "the framebuffer from the relay is one flat colour"
     assert mouse(leased) == (5, 5), "a view-only viewer moved the pointer"
-    async_to_sync(point_through)(ticket_for(client, row, mode="control", transport="vnc"), 200, 150)
-    assert wait_for(lambda: mouse(leased) == (200, 150), timeout=5), "a control viewer could not move it"
+    assert told and "view-only" in told[0], told
+    _, told = async_to_sync(point_through)(ticket_for(client, row, mode="control", transport="vnc"), 200, 150)
+    assert mouse(leased) == (5, 5), "a control viewer moved the pointer of a sandbox no episode leased"
+    assert told and ("outside a live episode" in told[0] or "is leased" in told[0]), told
+
+    # The pool's other, idle desktop: the admin's typing reaches it raw (x11vnc repaints the xterm).
+    idle = wait_for(lambda: Sandbox.objects.filter(state="idle").exclude(pk=row.pk).first(), timeout=60)
+    assert idle, "no idle desktop to try"
+
+    async def type_into(path: str) -> int:
+        comm, rfb = await rfb_over(path, headers)
+        await rfb.handshake()
+        await rfb.request(incremental=False)
+        await rfb.read_update()
+        await rfb.pointer(640, 360, 1)
+        await rfb.pointer(640, 360, 0)
+        for ch in "echo typed-raw":
+            await rfb.key(ord(ch), True)
+            await rfb.key(ord(ch), False)
+        # A still desktop sends no incremental update: one comes once the typing repaints the xterm.
+        await rfb.request(incremental=True)
+        rects = await asyncio.wait_for(rfb.read_update(), timeout=30)
+        await comm.disconnect()
+        return sum(w * h for _, _, w, h in rects)
+
+    assert async_to_sync(type_into)(ticket_for(client, idle, mode="control", transport="vnc")) > 0
 
 
 def test_view_mode_relay_closes_on_an_unknown_message(desktop):
@@ -176,7 +232,7 @@ def test_screencast_viewers_get_jpegs_of_the_screen_through_one_shared_host_sock
     assert counts[0] >= 10 and counts[1] >= 10 and 2 <= counts[2] <= 7, counts
 
 
-def test_webrtc_video_shows_the_screen_and_control_input_reaches_the_input_group(desktop):
+def test_webrtc_video_shows_the_screen_and_control_input_outside_an_episode_is_refused(desktop):
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
     leased, row = desktop
@@ -189,9 +245,6 @@ def test_webrtc_video_shows_the_screen_and_control_input_reaches_the_input_group
     path = ticket_for(client, row, mode="control", transport="webrtc")
 
     async def scenario() -> tuple[Image.Image, dict]:
-        layer = get_channel_layer()
-        inbox = await layer.new_channel()
-        await layer.group_add(sandbox_input_group(row.pk), inbox)
         comm = WebsocketCommunicator(application, path, headers=headers)
         assert (await comm.connect(timeout=20))[0]
         pc = RTCPeerConnection()
@@ -211,11 +264,11 @@ def test_webrtc_video_shows_the_screen_and_control_input_reaches_the_input_group
         for _ in range(5):  # the first frames of a fresh decoder may still be settling
             frame = await asyncio.wait_for(track.recv(), timeout=30)
         await asyncio.wait_for(opened.wait(), timeout=30)
-        channel.send(json.dumps({"type": "pointer", "action": "down", "x": 10, "y": 20, "button": 0}))
-        message = await asyncio.wait_for(layer.receive(inbox), timeout=20)
+        # The sandbox is leased outside an episode (the host's "live-test"): nothing records input there.
+        channel.send(json.dumps({"type": "input", "events": [{"kind": "down", "x": 10, "y": 20, "t": 1.0}]}))
+        message = json.loads(await comm.receive_from(timeout=20))
         await pc.close()
         await comm.disconnect()
-        await layer.group_discard(sandbox_input_group(row.pk), inbox)
         return frame.to_image(), message
 
     image, message = async_to_sync(scenario)()
@@ -226,8 +279,8 @@ def test_webrtc_video_shows_the_screen_and_control_input_reaches_the_input_group
     # And the screen's known colour is where it should be (the root window, away from the xterm).
     r, g, b = image.getpixel((image.width - 5, image.height - 5))
     assert g > 150 and r < 60 and b < 60, (r, g, b)
-    assert message["type"] == "sandbox.input" and message["user_id"] == people.researcher.pk
-    assert message["events"] == [{"type": "pointer", "action": "down", "x": 10, "y": 20, "button": 0}]
+    assert message["type"] == "input_refused", message
+    assert "outside a live episode" in message["error"] or "is leased" in message["error"], message
 
 
 def test_webrtc_viewers_share_one_decode_and_one_vp8_encoding_and_view_tickets_send_no_input(desktop):
@@ -243,10 +296,7 @@ def test_webrtc_viewers_share_one_decode_and_one_vp8_encoding_and_view_tickets_s
         client, headers = session(user)
         viewers.append((ticket_for(client, row, mode="view", transport="webrtc", fps=10), headers))
 
-    async def scenario() -> tuple[list[int], dict, dict, bool]:
-        layer = get_channel_layer()
-        inbox = await layer.new_channel()
-        await layer.group_add(sandbox_input_group(row.pk), inbox)
+    async def scenario() -> tuple[list[int], dict, dict, dict]:
         opened, channels = [], []
         for path, headers in viewers:
             comm = WebsocketCommunicator(application, path, headers=headers)
@@ -273,29 +323,26 @@ def test_webrtc_viewers_share_one_decode_and_one_vp8_encoding_and_view_tickets_s
         tasks = [asyncio.create_task(count(k, t)) for k, (_, _, t) in enumerate(opened)]
         await asyncio.sleep(4)
         assert channels[0].readyState == "open"
-        channels[0].send(json.dumps({"type": "key", "action": "down", "key": uuid.uuid4().hex}))
-        try:
-            await asyncio.wait_for(layer.receive(inbox), timeout=2)
-            forwarded = True
-        except TimeoutError:
-            forwarded = False
-        await layer.group_discard(sandbox_input_group(row.pk), inbox)
-        videos = {k: (len(v.tracks), v.decoded, v.encoded) for k, v in videos_of_this_loop().items()}
+        channels[0].send(json.dumps({"type": "input", "events": [{"kind": "key", "key": "a", "t": 1.0}]}))
+        told = json.loads(await opened[0][0].receive_from(timeout=20))
+        shared = videos_of_this_loop().items()
+        videos = {k: (len(v.tracks), v.decoded, v.encoded + v.dropped) for k, v in shared}
         host_live = (await asyncio.to_thread(HostClient(api_url, TOKEN).status))["live"]
         for t in tasks:
             t.cancel()
         for comm, pc, _ in opened:
             await pc.close()
             await comm.disconnect()
-        return counts, videos, host_live, forwarded
+        return counts, videos, host_live, told
 
     keep_changing(leased, 8)
-    counts, videos, host_live, forwarded = async_to_sync(scenario)()
-    assert not forwarded, "a view ticket's data-channel input was forwarded"
+    counts, videos, host_live, told = async_to_sync(scenario)()
+    assert told["type"] == "input_refused" and "view-only" in told["error"], told
     # One shared video for the three peers: each frame decoded and encoded once, not three times…
     ((key, (tracks, decoded, encoded)),) = videos.items()
     assert key == ("webrtc", api_url, row.external_id, 10.0) and tracks == 3, videos
-    assert encoded >= 10 and decoded <= encoded <= decoded + 10, videos  # (+ keyframes and idle repeats)
+    # (+ keyframes and idle repeats; a frame counted while between its decode and its encode: + 1)
+    assert encoded >= 10 and decoded <= encoded + 1 and encoded <= decoded + 10, videos
     # …every peer decodes the stream it gets (a VP8 stream with a frame missing would not decode)…
     assert min(counts) >= 10, counts
     # …and the host sees one viewer: the web process's one socket.
