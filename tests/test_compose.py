@@ -32,7 +32,8 @@ def _compose(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
 def test_compose_file_validates_and_has_every_service():
     assert _compose("config", "-q", env=SECRETS).returncode == 0
     services = set(_compose("config", "--services", env=SECRETS).stdout.split())
-    expected = {"postgres", "redis", "migrate", "web", "worker-rollouts", "worker-training", "beat"}
+    expected = {"postgres", "redis", "migrate", "web", "worker-rollouts", "worker-checks", "worker-datasets"}
+    expected |= {"worker-interactive", "worker-training", "beat"}
     assert expected | {"sandbox-host", "vllm"} <= services
 
 

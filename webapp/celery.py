@@ -1,11 +1,18 @@
-"""The Celery app: queues `rollouts`, `training`, `sandboxes`, `datasets`, `interactive`; results in the
-db; beat.
+"""The Celery app: queues `rollouts`, `checks`, `training`, `sandboxes`, `datasets`, `interactive`;
+results in the db; beat.
 
 Workers are laid out so that nobody waits behind longer work of another kind (scripts/run.sh and
-docker-compose.yml start them): `interactive` (a person waiting for a demonstration's sandbox) and
-`sandboxes` (short upkeep: reapers, sandbox host and policy server checks) on one worker that agents
-never occupy; `rollouts` (agent episodes, task checks) and `datasets` (rounds, exports, merges) on
-another; `training` alone.
+docker-compose.yml start them, tests/webapp/infra/test_worker_layout.py holds them to it):
+`interactive` (a person waiting for a demonstration's sandbox) and `sandboxes` (short upkeep: reapers,
+sandbox host and policy server checks) on one worker that agents never occupy; `rollouts` (a
+researcher's agent episodes, and only those) on another; `checks` (the catalog's publication checks:
+about 120 on a first start, each several episodes long) on a worker of its own, so a batch launched
+meanwhile starts at once on an idle rollout worker; `datasets` (rounds, exports, merges: a person waits
+for them) on its own, behind neither checks nor rollouts; `training` alone.
+
+Within a queue, order is first come first served: a worker reserves no more messages than it runs
+(`worker_prefetch_multiplier` 1 with late acks, webapp.settings), so one worker never hoards a backlog
+that an idle one could have started.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 app = Celery("webapp")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
-QUEUES = ("rollouts", "training", "sandboxes", "datasets", "interactive")
+QUEUES = ("rollouts", "checks", "training", "sandboxes", "datasets", "interactive")
 # The queues whose work a person waits on; the workers that serve them serve no agent or bulk work.
 HUMAN_QUEUES = ("interactive",)
 app.conf.task_queues = [Queue(name) for name in QUEUES]
@@ -46,6 +53,9 @@ app.conf.task_routes = {
     "webapp.datasets.tasks.*": {"queue": "datasets"},
     # The reaper must run even when every rollout worker is busy with long episodes.
     "webapp.rollouts.tasks.rollouts_reap": {"queue": "sandboxes"},
+    # Catalog checks are bulk work (every task of every suite on a first start): a queue of their own,
+    # so a researcher's episodes never wait behind them, nor they behind a batch.
+    "webapp.rollouts.tasks.task_verify_run": {"queue": "checks"},
     "webapp.rollouts.tasks.*": {"queue": "rollouts"},
 }
 app.conf.beat_schedule = {

@@ -10,7 +10,11 @@ What is the agent's doing and what is the machinery's:
 - an unknown server or tool, arguments that are not a JSON object, a call that times out, a server
   that exits during the call: `McpToolError` (a `SandboxError`; `perform` makes it an invalid step);
 - a tool that reports an error (bad arguments, a tool that raises): a result with `is_error` true;
-- a server that cannot be started at all (the sandbox's Python cannot import the SDK, say): `EnvError`.
+- a server that cannot be started at all (the sandbox's Python cannot import the SDK, a bind it needs
+  cannot be read, no answer in time): `McpServerUnavailable`, a tool error too. The tool is missing,
+  not the computer: the sandbox, its screen and its lease go on (a person sees the error in the Tools
+  panel, an agent an invalid step with the reason), and the next use tries to start it again. Only the
+  spawner's `EnvError` (the sandbox's own session is gone) is the machinery failing.
 """
 
 from __future__ import annotations
@@ -68,6 +72,11 @@ class McpToolError(ActionFailed):
     """An MCP call refused or failed for a reason of the call's own: the agent's invalid step."""
 
 
+class McpServerUnavailable(McpToolError):
+    """An MCP server could not be started: its tools are unavailable, the sandbox itself is fine (the host
+    must not replace it, nor the web app fail the episode for it)."""
+
+
 def server_spec(name: str) -> ServerSpec:
     """The server called `name`; an unknown name raises McpToolError listing the valid ones."""
     try:
@@ -77,7 +86,8 @@ def server_spec(name: str) -> ServerSpec:
 
 
 Spawner = Callable[[ServerSpec], subprocess.Popen[bytes]]
-"""Starts a server's process in the sandbox, with stdin, stdout and stderr piped (EnvError if it cannot)."""
+"""Starts a server's process in the sandbox, with stdin, stdout and stderr piped: EnvError where the
+sandbox's session is gone, McpServerUnavailable (or any other error) where this server cannot start."""
 
 
 class McpLoop:
@@ -280,7 +290,7 @@ class McpHub:
     def _start_missing(self, names: Sequence[str]) -> None:
         """Start those of `names` that do not run (again, for one that exited), all at once."""
         t0 = time.monotonic()
-        starting = []
+        starting: list[_Server] = []
         for name in names:
             srv = self._servers.get(name)
             if srv is not None and srv.alive() and srv.session is not None:
@@ -290,7 +300,7 @@ class McpHub:
                     "%s: the MCP server %s is gone (%s); starting it again", self.label, name, srv.why_gone()
                 )
                 self._stop(srv)
-            srv = _Server(SERVERS[name], self._spawner(SERVERS[name]))
+            srv = _Server(SERVERS[name], self._spawn(SERVERS[name], started=starting))
             self._servers[name] = srv
             starting.append(srv)
         if not starting:
@@ -310,13 +320,30 @@ class McpHub:
             srv, exc = failed[0]
             why = f"no answer in {self.start_timeout:g} s" if isinstance(exc, TimeoutError) else repr(exc)
             tail = srv.stderr.strip()[-1500:] or "(no output)"
-            raise EnvError(
-                f"the MCP server {srv.spec.name!r} could not start: {why}; its stderr: {tail}"
+            log.warning("%s: the MCP server %s could not start: %s", self.label, srv.spec.name, why)
+            raise McpServerUnavailable(
+                f"the MCP server {srv.spec.name!r} could not start: {why}; its stderr: {tail}; the next use "
+                "tries to start it again"
             ) from exc
         log.info(
             "%s: MCP server(s) %s started in %.0f ms",
             self.label, ", ".join(srv.spec.name for srv in starting), (time.monotonic() - t0) * 1000,
         )  # fmt: skip
+
+    def _spawn(self, spec: ServerSpec, *, started: Sequence[_Server]) -> subprocess.Popen[bytes]:
+        """`spec`'s process from the spawner; where it cannot start, those `started` with it are stopped
+        and the cause raised: EnvError as it is (the sandbox's session is gone), anything else as the
+        server's being unavailable."""
+        try:
+            return self._spawner(spec)
+        except BaseException as exc:
+            for srv in started:
+                self._stop(srv)
+            if isinstance(exc, EnvError | McpToolError) or not isinstance(exc, Exception):
+                raise
+            raise McpServerUnavailable(
+                f"the MCP server {spec.name!r} could not start: {exc}; the next use tries to start it again"
+            ) from exc
 
     async def _open(self, srv: _Server) -> None:
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -140,7 +140,7 @@ def test_health_dashboard_draws_its_charts_and_tables(flywheel, open_as: OpenAs)
     assert cell(page, row, "leased-live") == "1 / 3"
     assert cell(page, row, "utilisation") == "33%"
     assert cell(page, row, "lease-wait") == "8.0 / 35.0 ms (30)"
-    assert cell(page, row, "crash-rate") == "0.250"
+    assert cell(page, row, "crash-rate") == "0.231"  # (1 failed start + 2 replaced) of 13 attempts
     assert cell(page, row, "env-errors") == "1 / 5 (0.200)"
     assert cell(page, "[data-testid=profile-row][data-profile=desktop]", "reset") == "400.0 / 600.0 ms (8)"
     depth = cell(page, "[data-testid=queue-row][data-queue=rollouts]", "depth")

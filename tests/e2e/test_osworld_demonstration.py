@@ -42,7 +42,7 @@ def platform(transactional_db: None, tmp_path: Path, osworld_mirror: Path) -> It
         host_name="e2e-office-host",
         profiles={"office": {**OFFICE_PROFILE, "min_idle": 1, "max_total": 2}},
         slot_base=360,
-        queues="interactive,sandboxes,rollouts",
+        queues="interactive,sandboxes,rollouts,checks",
         env={"ROLLOUT_LEASE_WAIT_SECONDS": "60"},
         ready=lambda host: Sandbox.objects.filter(state="idle", profile="office").exists(),
     ) as (url, _):

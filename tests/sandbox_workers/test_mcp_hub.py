@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from sandbox_workers.base import ActionFailed, EnvError, SandboxError
-from sandbox_workers.mcp.hub import SERVERS, McpHub, McpToolError, ServerSpec, server_spec
+from sandbox_workers.mcp.hub import (
+    SERVERS,
+    McpHub,
+    McpServerUnavailable,
+    McpToolError,
+    ServerSpec,
+    server_spec,
+)
 from sandbox_workers.mcp.servers._workspace import PathRefused, resolve
 
 pytestmark = pytest.mark.slow
@@ -127,26 +134,55 @@ def test_close_stops_every_server(workspace: Path) -> None:
         os.kill(pid, 0)
 
 
-def test_a_server_that_cannot_start_is_an_env_error(workspace: Path) -> None:
+def test_a_server_that_cannot_start_is_a_tool_error_not_a_broken_sandbox(workspace: Path) -> None:
+    # Issue 34: the Tools panel asked for the tools, the server could not start, and the host replaced the
+    # leased sandbox (an EnvError breaks the lease). The tools are missing, not the computer.
     def crashing(spec: ServerSpec) -> list[str]:
         return [sys.executable, "-c", "import sys; sys.stderr.write('no module named mcp'); sys.exit(3)"]
 
     h = McpHub(spawner=host_spawner(workspace, crashing), allowed=["files"], start_timeout=10, label="crash")
-    with pytest.raises(EnvError, match="'files' could not start.*no module named mcp"):
+    with pytest.raises(McpServerUnavailable, match="'files' could not start.*no module named mcp") as info:
         h.tools()
-    assert not isinstance(EnvError("x"), ActionFailed)
+    assert isinstance(info.value, ActionFailed) and not isinstance(info.value, EnvError)
+    assert str(info.value).endswith("the next use tries to start it again")
+    # An agent's call to it is an invalid step with that reason, and the next use tries to start it again.
+    with pytest.raises(McpServerUnavailable, match="could not start"):
+        h.call("files", "list_dir", {})
+    assert h.pids() == []
 
 
-def test_a_server_that_never_answers_is_an_env_error_in_bounded_time(workspace: Path) -> None:
+def test_a_server_that_never_answers_is_a_tool_error_in_bounded_time(workspace: Path) -> None:
     def silent(spec: ServerSpec) -> list[str]:
         return [sys.executable, "-c", "import time; time.sleep(60)"]
 
     h = McpHub(spawner=host_spawner(workspace, silent), allowed=["files"], start_timeout=1, label="silent")
     t0 = time.monotonic()
-    with pytest.raises(EnvError, match="no answer in 1 s"):
+    with pytest.raises(McpServerUnavailable, match="no answer in 1 s"):
         h.call("files", "list_dir", {})
     assert time.monotonic() - t0 < 10
     assert h.pids() == []
+
+
+def test_a_spawner_that_fails_is_a_tool_error_unless_the_sandbox_is_gone(workspace: Path) -> None:
+    def refusing(spec: ServerSpec) -> subprocess.Popen[bytes]:
+        raise OSError(13, "Permission denied", "/opt/flywheel-mcp/lib")
+
+    h = McpHub(spawner=refusing, allowed=["files", "records"], label="refused")
+    with pytest.raises(McpServerUnavailable, match="'files' could not start: .*Permission denied"):
+        h.tools()
+
+    # The spawner's EnvError says the sandbox's own session is gone: that one is the machinery failing.
+    started = host_spawner(workspace)
+
+    def gone_after_one(spec: ServerSpec) -> subprocess.Popen[bytes]:
+        if spec.name == "records":
+            raise EnvError("the sandbox's session is gone (reset restarts it)")
+        return started(spec)
+
+    h = McpHub(spawner=gone_after_one, allowed=["files", "records"], label="gone")
+    with pytest.raises(EnvError, match="session is gone"):
+        h.tools()
+    assert h.pids() == [] and h.running() == []  # the one started beside it was stopped
 
 
 def test_the_registry_names_the_valid_servers() -> None:

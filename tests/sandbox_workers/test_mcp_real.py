@@ -306,6 +306,18 @@ def test_reset_stops_the_servers_and_they_start_again(desk: Any) -> None:
     assert mcp(desk, "records", "lookup", key="after")["value"] == "reset"
 
 
+def test_a_workspace_file_named_like_a_module_cannot_stand_in_for_it(desk: Any) -> None:
+    # The servers run in the workspace: a file the agent wrote there (anyio.py, which the SDK imports)
+    # must not replace the module and take the tools down (the server runs with python -P).
+    desk.put_file("anyio.py", b"raise SystemExit('a workspace file shadowed anyio')\n")
+    try:
+        if desk.mcp_hub is not None:
+            desk.mcp_hub.close()  # the next use starts them again, importing afresh
+        assert mcp(desk, "files", "list_dir")["entries"] is not None
+    finally:
+        desk.exec("rm -f anyio.py")
+
+
 class _Scripted(Policy):
     """Plays the given actions in turn, then finished()."""
 

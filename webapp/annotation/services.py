@@ -28,6 +28,7 @@ from sandbox_workers.base import SandboxError
 from sandbox_workers.client import LeasedSandbox
 from webapp.annotation.models import Assignment
 from webapp.annotation.selectors import is_unproven
+from webapp.catalog.availability import task_require_available
 from webapp.catalog.models import Task
 from webapp.common.queue import DEMO_PREPARE, enqueue
 from webapp.common.text import MAX_NOTE, text_problem
@@ -76,7 +77,8 @@ def demo_start(
 ) -> Episode:
     """A pending demonstration of `task`; its sandbox is prepared by a Celery task.
 
-    With `policy_version` the episode is interactive (mixed): the policy proposes each step.
+    With `policy_version` the episode is interactive (mixed): the policy proposes each step. A task no
+    sandbox host serves the profile of now is refused (catalog.availability.TaskUnavailable).
     """
     if not annotator.has_perm("episodes.annotate"):
         raise PermissionError(f"{annotator} may not record demonstrations")
@@ -84,6 +86,7 @@ def demo_start(
         parse_task(task.spec)
     except TaskSpecError as exc:
         raise DemoError(f"task {task.slug} cannot be demonstrated: its spec is invalid: {exc}") from None
+    task_require_available(task=task)  # TaskUnavailable: no host serves its profile, none would come
     if fork_of is not None:
         if not 0 <= fork_step <= fork_of.num_steps:
             raise DemoError(f"episode {fork_of.pk} has {fork_of.num_steps} steps; cannot fork at {fork_step}")
@@ -123,13 +126,15 @@ def demo_prepare(*, episode_id: int) -> Episode | None:
     episode = Episode.objects.select_related("task", "annotator", "forked_from").filter(pk=episode_id).first()
     if episode is None or episode.status != Episode.Status.PENDING:
         return None
-    spec = parse_task(episode.task.spec)
     try:
         episode = episode_start(episode=episode)
     except EpisodeStateError:
         return None
     lease = None
     try:
+        # Inside: a spec that no longer parses ends the episode saying so, instead of leaving the page
+        # on "Preparing the sandbox…" with the worker's traceback as the only trace.
+        spec = parse_task(episode.task.spec)
         lease, leased = sandbox_lease(
             profile=spec.profile,
             holder=f"episode:{episode.pk}",
@@ -146,6 +151,9 @@ def demo_prepare(*, episode_id: int) -> Episode | None:
         control_assign(
             sandbox=lease.sandbox, episode=episode, holder=ControlToken.Holder.HUMAN, user=episode.annotator
         )
+    except TaskSpecError as exc:
+        _fail(episode, lease, f"the task's spec is invalid: {exc}")
+        return episode
     except (SandboxUnavailable, EnvError, SandboxError, ActionError) as exc:
         _fail(episode, lease, f"the sandbox could not be prepared: {exc}")
         return episode
@@ -350,9 +358,7 @@ def demos_reap(*, now: datetime | None = None) -> int:
         if Lease.objects.filter(holder=holder, state=Lease.State.ACTIVE).exists():
             continue
         with contextlib.suppress(EpisodeStateError):
-            episode_abort(
-                episode=episode, reason="the sandbox was lost (its lease ended while nobody was connected)"
-            )
+            episode_abort(episode=episode, reason=_lost_reason(episode))
             reaped += 1
             if episode.sandbox_id:
                 control_clear(sandbox_id=episode.sandbox_id)
@@ -362,6 +368,39 @@ def demos_reap(*, now: datetime | None = None) -> int:
     if reaped:
         log.warning("demos_reap: ended %d demonstration(s) that lost their sandbox", reaped)
     return reaped
+
+
+def _lost_reason(episode: Episode) -> str:
+    """Why a running demonstration has no lease any more, as the records say it (issue 34: a sandbox
+    replaced under a connected annotator was recorded as "lost while nobody was connected")."""
+    lease = (
+        Lease.objects.filter(holder=f"episode:{episode.pk}")
+        .select_related("sandbox", "sandbox__host")
+        .order_by("-acquired_at")
+        .first()
+    )
+    if lease is None:
+        return "the sandbox was lost: the episode never held a lease"
+    ended = f"{lease.ended_at:%Y-%m-%d %H:%M:%S} UTC" if lease.ended_at else "an unknown time"
+    if lease.state == Lease.State.BROKEN:
+        return f"the sandbox failed and its host ended the lease at {ended}: {_sandbox_failure(lease)}"
+    if lease.state == Lease.State.EXPIRED:
+        return (
+            f"the sandbox's lease expired at {ended}: nobody renewed it for {settings.DEMO_LEASE_SECONDS} s "
+            "(an open session page renews it every 30 s)"
+        )
+    return f"the sandbox's lease ended at {ended}: its host no longer held it (a host restart, or an admin)"
+
+
+def _sandbox_failure(lease: Lease) -> str:
+    """What the host reported about the sandbox around its lease's end: its recorded errors (the newest
+    that names it), else the sandbox's last error."""
+    sandbox = lease.sandbox
+    errors = (sandbox.host.report or {}).get("errors") or []
+    mine = [e for e in errors if isinstance(e, dict) and e.get("sandbox") == sandbox.external_id]
+    if mine:
+        return str(mine[-1].get("message") or "")[:1000]
+    return sandbox.last_error[:1000] or "the host gave no reason"
 
 
 # --- assignments --------------------------------------------------------------------------------------

@@ -6,13 +6,17 @@ task goes to is in `webapp.celery` (`task_routes`, by these names), beside the w
 
 `enqueue_or_note` is the one path for "the broker is down": it logs, lets the caller mark its row
 failed with a message a person can act on, and returns None instead of raising into a page.
+`queue_depths` reads how much waits in each queue (the health page, a batch's waiting episodes).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+import redis
+from django.conf import settings
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,7 @@ ENQUEUED = (
 """Every task a service starts by name (a test checks each is a registered task)."""
 
 UNAVAILABLE = "the task queue is unavailable"
+BROKER_TIMEOUT_S = 0.5
 
 
 def _send(name: str, args: tuple[Any, ...], countdown: float | None) -> str:
@@ -67,3 +72,36 @@ def enqueue_or_note(name: str, *args: Any, note: Callable[[str], None]) -> str |
         log.exception("could not queue %s%r", name, args)
         note(f"{UNAVAILABLE} ({type(exc).__name__}: {exc})")
         return None
+
+
+def queue_depths(*, queues: Iterable[str] | None = None) -> dict[str, int | None]:
+    """Messages waiting in each Celery queue on the Redis broker; None for all when it cannot be read.
+
+    Celery's Redis transport keeps a queue as a list named after it, plus one list per priority step
+    (`<queue>\\x06\\x16<step>`) once a message with that priority was sent; a worker's unacked
+    messages are elsewhere, so this is what waits for a worker.
+    """
+    from webapp.celery import QUEUES, app
+
+    names = list(queues if queues is not None else QUEUES)
+    options = app.conf.broker_transport_options or {}
+    prefix = str(options.get("global_keyprefix", ""))
+    sep = str(options.get("sep", "\x06\x16"))
+    steps = [int(p) for p in options.get("priority_steps", (0, 3, 6, 9))]
+    try:
+        client = redis.Redis.from_url(
+            settings.CELERY_BROKER_URL,
+            socket_connect_timeout=BROKER_TIMEOUT_S,
+            socket_timeout=BROKER_TIMEOUT_S,
+        )
+        with client, client.pipeline(transaction=False) as pipe:
+            for name in names:
+                for step in steps:
+                    pipe.llen(prefix + (f"{name}{sep}{step}" if step else name))
+            sizes = pipe.execute()
+    except (redis.RedisError, OSError, ValueError):
+        return dict.fromkeys(names)
+    out: dict[str, int | None] = {}
+    for i, name in enumerate(names):
+        out[name] = int(sum(sizes[i * len(steps) : (i + 1) * len(steps)]))
+    return out

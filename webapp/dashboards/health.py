@@ -13,21 +13,84 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-import redis
 from django.conf import settings
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from webapp.common.queue import queue_depths
 from webapp.episodes.models import Episode
 from webapp.sandboxes.models import Sandbox, SandboxHost
 
 ENV_ERROR_WINDOW = timedelta(hours=24)
-BROKER_TIMEOUT_S = 0.5
 UNAVAILABLE = "unavailable"
 
 # Counters a host reports (since it started): sandboxes started, failed to start, replaced after a
 # crash or a failed health check, leases expired.
 COUNTERS = ("started", "start_failed", "replaced", "expired")
+
+# A host's state says whether its sandboxes live, not only whether it heartbeats (issue 34: "alive" at
+# a crash rate of 3.379, every browser sandbox failing to start). Judged over the last CRASH_WINDOW
+# (the counters against the kept sample from that long ago), or since the host started.
+CRASH_WINDOW = timedelta(minutes=15)
+FAILING_RATE = 0.5
+DEGRADED_RATE = 0.1
+MIN_ATTEMPTS = 3
+HOST_STATES = ("healthy", "degraded", "failing", "silent")
+
+
+def crash_rate(counters: dict[str, int]) -> float | None:
+    """The share of sandbox starts that failed or whose sandbox crashed later: (failed starts + replaced)
+    over (starts + failed starts), from 0 to 1; None before any start."""
+    return _ratio(
+        counters["start_failed"] + counters["replaced"], counters["started"] + counters["start_failed"]
+    )
+
+
+def host_state(*, alive: bool, counters: dict[str, int], since: str) -> tuple[str, str]:
+    """(state, why) of a host: silent (no heartbeat), failing (at least half its sandboxes failed to
+    start or crashed, of MIN_ATTEMPTS or more), degraded (a tenth or more), else healthy. `counters` are
+    those of the period `since` names."""
+    if not alive:
+        return "silent", "no heartbeat within the grace period: its sandboxes cannot be leased"
+    attempts = counters["started"] + counters["start_failed"]
+    failures = counters["start_failed"] + counters["replaced"]
+    if not attempts:
+        return "healthy", f"no sandbox started {since}"
+    said = (
+        f"{failures} of {attempts} sandbox starts {since} failed or crashed later "
+        f"({counters['start_failed']} failed to start, {counters['replaced']} replaced)"
+    )
+    rate = failures / attempts
+    if rate >= FAILING_RATE and attempts >= MIN_ATTEMPTS:
+        return "failing", said
+    if rate >= DEGRADED_RATE and failures:
+        return "degraded", said
+    return "healthy", said
+
+
+def _counters_before(now: datetime) -> tuple[dict[str, dict[str, int]], datetime | None]:
+    """Each host's counters in the kept sample from CRASH_WINDOW ago (up to twice that), and its time."""
+    from webapp.dashboards.models import HealthSample
+
+    sample = (
+        HealthSample.objects.filter(taken_at__lte=now - CRASH_WINDOW, taken_at__gte=now - 2 * CRASH_WINDOW)
+        .order_by("-taken_at")
+        .first()
+    )
+    if sample is None:
+        return {}, None
+    rows = sample.data.get("hosts", []) if isinstance(sample.data, dict) else []
+    return {
+        str(r.get("host")): {k: int(r.get(k) or 0) for k in COUNTERS} for r in rows if isinstance(r, dict)
+    }, sample.taken_at
+
+
+def _recent(now_counters: dict[str, int], before: dict[str, int] | None) -> dict[str, int] | None:
+    """The counters' growth since `before`; None when there is no baseline or the host restarted since
+    (its counters went back to zero)."""
+    if before is None or any(now_counters[k] < before[k] for k in COUNTERS):
+        return None
+    return {k: now_counters[k] - before[k] for k in COUNTERS}
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -64,39 +127,6 @@ def _env_errors_since(since: datetime, group: str) -> dict[Any, dict[str, int]]:
     return {r[group]: {"ended": r["ended"], "env_errors": r["env_errors"]} for r in rows}
 
 
-def queue_depths(*, queues: Iterable[str] | None = None) -> dict[str, int | None]:
-    """Messages waiting in each Celery queue on the Redis broker; None for all when it cannot be read.
-
-    Celery's Redis transport keeps a queue as a list named after it, plus one list per priority step
-    (`<queue>\\x06\\x16<step>`) once a message with that priority was sent; a worker's unacked
-    messages are elsewhere, so this is what waits for a worker.
-    """
-    from webapp.celery import QUEUES, app
-
-    names = list(queues if queues is not None else QUEUES)
-    options = app.conf.broker_transport_options or {}
-    prefix = str(options.get("global_keyprefix", ""))
-    sep = str(options.get("sep", "\x06\x16"))
-    steps = [int(p) for p in options.get("priority_steps", (0, 3, 6, 9))]
-    try:
-        client = redis.Redis.from_url(
-            settings.CELERY_BROKER_URL,
-            socket_connect_timeout=BROKER_TIMEOUT_S,
-            socket_timeout=BROKER_TIMEOUT_S,
-        )
-        with client, client.pipeline(transaction=False) as pipe:
-            for name in names:
-                for step in steps:
-                    pipe.llen(prefix + (f"{name}{sep}{step}" if step else name))
-            sizes = pipe.execute()
-    except (redis.RedisError, OSError, ValueError):
-        return dict.fromkeys(names)
-    out: dict[str, int | None] = {}
-    for i, name in enumerate(names):
-        out[name] = int(sum(sizes[i * len(steps) : (i + 1) * len(steps)]))
-    return out
-
-
 def health_now(*, now: datetime | None = None) -> dict[str, Any]:
     """Current environment health per host, per profile and per queue, as a JSON-able dict."""
     now = now or timezone.now()
@@ -107,9 +137,10 @@ def health_now(*, now: datetime | None = None) -> dict[str, Any]:
     )
     since = now - ENV_ERROR_WINDOW
     depths = queue_depths()
+    before = _counters_before(now)
     return {
         "taken_at": now.isoformat(),
-        "hosts": _host_rows(hosts, alive, live, _env_errors_since(since, "sandbox__host__name")),
+        "hosts": _host_rows(hosts, alive, live, _env_errors_since(since, "sandbox__host__name"), before),
         "profiles": _profile_rows(hosts, alive, live, _env_errors_since(since, "task__env_profile")),
         "queues": [{"queue": q, "depth": d} for q, d in depths.items()],
         "broker": UNAVAILABLE if any(d is None for d in depths.values()) else "ok",
@@ -124,8 +155,10 @@ def _host_rows(
     alive: dict[int, bool],
     live: list[Sandbox],
     errors_by: dict[Any, dict[str, int]],
+    before: tuple[dict[str, dict[str, int]], datetime | None],
 ) -> list[dict[str, Any]]:
     rows = []
+    baseline, baseline_at = before
     for h in hosts:
         mine = [s for s in live if s.host_id == h.pk]
         leased = sum(1 for s in mine if s.state == Sandbox.State.LEASED)
@@ -134,10 +167,19 @@ def _host_rows(
         wait = (report.get("lease_latency_ms") or {}).get("all") or {}
         reset = _combine((s.latency or {}).get("reset") or {} for s in mine)
         errors = errors_by.get(h.name, NO_ERRORS)
+        recent = _recent(counters, baseline.get(h.name))
+        if recent is not None and baseline_at is not None:
+            state, why = host_state(
+                alive=alive[h.pk], counters=recent, since=f"since {baseline_at:%H:%M} UTC"
+            )
+        else:
+            state, why = host_state(alive=alive[h.pk], counters=counters, since="since the host started")
         rows.append(
             {
                 "host": h.name,
                 "alive": alive[h.pk],
+                "state": state,
+                "state_detail": why,
                 "status": h.status,
                 "last_heartbeat_at": h.last_heartbeat_at.isoformat() if h.last_heartbeat_at else None,
                 "live": len(mine),
@@ -150,7 +192,7 @@ def _host_rows(
                 "reset_p50": reset["p50"],
                 "reset_p95": reset["p95"],
                 **counters,
-                "crash_rate": _ratio(counters["replaced"] + counters["start_failed"], counters["started"]),
+                "crash_rate": crash_rate(counters),
                 "ended_24h": errors["ended"],
                 "env_errors_24h": errors["env_errors"],
                 "env_error_rate": _ratio(errors["env_errors"], errors["ended"]),

@@ -115,7 +115,7 @@ class FlywheelCollector(Collector):
         )
         crash = _gauge(
             "flywheel_sandbox_crash_ratio",
-            "(replaced + start_failed) over started since the host started",
+            "(start_failed + replaced) over (started + start_failed) since the host started",
             ["host"],
         )
         env_host = _gauge(

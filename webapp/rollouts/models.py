@@ -58,3 +58,24 @@ class RolloutBatch(models.Model):
             else:
                 runs.append([seed])
         return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
+
+
+class EpisodeWait(models.Model):
+    """What a rollout episode waits for where its own row cannot say: a sandbox (it was given back to the
+    queue because none was free) or a policy server (none serves its version yet). Its turn in the batch
+    and a free worker are read off the episode itself (`rollouts.selectors.episode_waits`). The row is
+    dropped once the episode has its sandbox."""
+
+    class Kind(models.TextChoices):
+        SANDBOX = "sandbox"
+        POLICY = "policy"
+
+    episode = models.OneToOneField(
+        "episodes.Episode", on_delete=models.CASCADE, primary_key=True, related_name="rollout_wait"
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    detail = models.TextField(blank=True, help_text="Why, in the words of whatever refused (the host's)")
+    since = models.DateTimeField(help_text="When this wait began")
+
+    def __str__(self) -> str:
+        return f"episode {self.episode_id} waits for a {self.kind}"

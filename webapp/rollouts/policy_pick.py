@@ -21,6 +21,8 @@ from webapp.episodes.models import Episode
 from webapp.policies.models import PolicyVersion
 from webapp.policies.runtime import PolicyUnavailable, observation_for, policy_for
 from webapp.policies.selectors import newest_ready
+from webapp.rollouts.models import EpisodeWait
+from webapp.rollouts.waits import episode_wait_end, episode_wait_note
 
 log = logging.getLogger(__name__)
 WAIT_POLL_S = 1.0
@@ -47,11 +49,20 @@ def rollout_policy(episode: Episode) -> tuple[Policy, A11yMode]:
     version = rollout_version(episode)
     observation = observation_for(version)
     deadline = time.monotonic() + settings.ROLLOUT_POLICY_WAIT_SECONDS
-    while True:
-        try:
-            return policy_for(version, episode=episode.pk), observation
-        except PolicyUnavailable:
-            if time.monotonic() >= deadline:
-                raise
-        Episode.beat(episode.pk)  # waiting on a server is not a dead worker
-        time.sleep(WAIT_POLL_S)
+    noted = False
+    try:
+        while True:
+            try:
+                return policy_for(version, episode=episode.pk), observation
+            except PolicyUnavailable as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                if not noted:  # the batch page says what it waits for
+                    why = f"{exc} (it waits up to {settings.ROLLOUT_POLICY_WAIT_SECONDS} s)"
+                    episode_wait_note(episode_id=episode.pk, kind=EpisodeWait.Kind.POLICY, detail=why)
+                    noted = True
+            Episode.beat(episode.pk)  # waiting on a server is not a dead worker
+            time.sleep(WAIT_POLL_S)
+    finally:
+        if noted:
+            episode_wait_end(episode_id=episode.pk)

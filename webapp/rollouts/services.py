@@ -30,6 +30,7 @@ from agent_core.tasks.runner import prepare
 from agent_core.tasks.spec import TaskSpecError, parse_task
 from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import SandboxError
+from webapp.catalog.availability import tasks_unavailable
 from webapp.catalog.models import Task, TaskSuite
 from webapp.common.queue import EPISODE_ROLLOUT, enqueue
 from webapp.episodes.models import Episode, Source
@@ -42,9 +43,10 @@ from webapp.episodes.services import (
 )
 from webapp.policies.models import PolicyVersion
 from webapp.policies.runtime import PolicyUnavailable
-from webapp.rollouts.models import RolloutBatch
+from webapp.rollouts.models import EpisodeWait, RolloutBatch
 from webapp.rollouts.policy_pick import rollout_policy
 from webapp.rollouts.selectors import episode_memory
+from webapp.rollouts.waits import episode_wait_end, episode_wait_note
 from webapp.sandboxes.control import control_agent_gate, control_assign, control_clear
 from webapp.sandboxes.models import ControlToken
 from webapp.sandboxes.services import SandboxUnavailable, lease_end, sandbox_lease
@@ -85,7 +87,8 @@ def batch_create(
 ) -> RolloutBatch:
     """A batch over `tasks` (default: every published task of `suite`), one episode per task and seed,
     started at once. The seeds are `seeds`, or 0 … `episodes_per_task` - 1. With `follow_newest`, each
-    episode runs the newest ready version of the policy's line when it starts (rollouts.policy_pick)."""
+    episode runs the newest ready version of the policy's line when it starts (rollouts.policy_pick).
+    A task whose profile no sandbox host serves now is refused (catalog.availability)."""
     if seeds is None:
         if episodes_per_task is None or not 1 <= episodes_per_task <= MAX_SEEDS:
             raise RolloutError(
@@ -120,6 +123,8 @@ def batch_create(
         raise RolloutError(
             f"not published (their oracle check has not passed): {', '.join(unpublished[:5])}", field="tasks"
         )
+    if unavailable := tasks_unavailable(chosen):  # no sandbox would come: refused, not left waiting
+        raise RolloutError(unavailable, field="tasks" if tasks is not None else "suite")
     with transaction.atomic():
         batch = RolloutBatch.objects.create(
             name=name or f"{policy_version.name} on {suite.slug}",
@@ -244,6 +249,7 @@ def _run_claimed(episode: Episode) -> Episode:
             wait_s=settings.ROLLOUT_LEASE_WAIT_SECONDS,
         )
         Episode.objects.filter(pk=episode.pk).update(sandbox=lease.sandbox)
+        episode_wait_end(episode_id=episode.pk)
         control_assign(sandbox=lease.sandbox, episode=episode, holder=ControlToken.Holder.AGENT)
         beat.renew = lambda: leased.renew(LEASE_TTL_S)
         beat.start()
@@ -288,6 +294,9 @@ def _run_claimed(episode: Episode) -> Episode:
 def _requeue(episode: Episode, *, reason: str) -> None:
     if Episode.release(episode.pk, started_at=None, queued_at=timezone.now()):
         log.info("episode %s waits for a sandbox (%s)", episode.pk, reason)
+        # The batch page says why it waits; it goes to the back of the rollouts queue, which holds
+        # agents' episodes only (catalog checks have a queue of their own: webapp.celery).
+        episode_wait_note(episode_id=episode.pk, kind=EpisodeWait.Kind.SANDBOX, detail=reason)
         enqueue(EPISODE_ROLLOUT, episode.pk, countdown=REQUEUE_DELAY_S)
 
 

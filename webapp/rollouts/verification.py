@@ -186,6 +186,6 @@ def verification_gave_up(*, task: Task, tries: int) -> None:
 
 
 def verification_request(*, task: Task, runs: int = 2) -> None:
-    """Queue a check of `task` on the rollout workers (the Tasks page's *Re-check*, `tasks_verify`)."""
+    """Queue a check of `task` on the checks workers (the Tasks page's *Re-check*, `tasks_verify`)."""
     _set_status(task, VerificationStatus.QUEUED, reason="")
     transaction.on_commit(lambda: enqueue(TASK_VERIFY, task.pk, runs))

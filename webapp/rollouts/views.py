@@ -18,7 +18,13 @@ from webapp.policies.models import PolicyVersion
 from webapp.policies.selectors import newest_ready
 from webapp.rollouts.launch import batch_seeds, seeds_parse, task_patterns_parse, tasks_matching
 from webapp.rollouts.models import RolloutBatch
-from webapp.rollouts.selectors import batch_progress, batch_task_table, batches_for
+from webapp.rollouts.selectors import (
+    batch_progress,
+    batch_task_table,
+    batch_waiting,
+    batches_for,
+    episode_waits,
+)
 from webapp.rollouts.services import MAX_SEED, MAX_SEEDS, RolloutError, batch_cancel, batch_create
 from webapp.rollouts.verification import verification_request
 
@@ -123,15 +129,19 @@ def batch_detail(request: HttpRequest, pk: int) -> HttpResponse:
     _can_see(request)
     batch = get_object_or_404(batches_for(user=request.user), pk=pk)
     progress = batch_progress(batch=batch)
-    episodes = (
+    episodes = list(
         Episode.objects.filter(batch=batch).select_related("task", "policy_version").order_by("-pk")[:100]
     )
+    waits = episode_waits(batch=batch, episodes=episodes)
+    for episode in episodes:
+        episode.waits_for = waits.get(episode.pk)  # type: ignore[attr-defined]
     follows = bool((batch.config or {}).get("follow_newest"))
     context = {
         "batch": batch,
         # A batch that follows its policy's line: what a starting episode would run now.
         "newest_ready": newest_ready(batch.policy_version) if follows else None,
         "progress": progress,
+        "waiting": batch_waiting(batch=batch),
         "tasks": batch_task_table(batch=batch),
         "episodes": episodes,
         "can_cancel": request.user.has_perm("episodes.run_rollouts"),
@@ -150,7 +160,7 @@ def task_recheck(request: HttpRequest, task_id: int) -> HttpResponse:
     """Check a task's oracle and do-nothing runs again (the Tasks page's *Re-check*), on the workers."""
     task = get_object_or_404(Task, pk=task_id)
     verification_request(task=task)
-    messages.success(request, f"Checking {task.slug} again on the rollout workers.")
+    messages.success(request, f"Checking {task.slug} again on the checks workers.")
     target = request.POST.get("next", "")
     # Only a path on this site: redirect() would read anything else ("-1") as a view name (a 500).
     if not target.startswith("/") or not url_has_allowed_host_and_scheme(

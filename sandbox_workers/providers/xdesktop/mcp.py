@@ -6,7 +6,11 @@ cgroup, its workspace as $HOME and the desktop's environment (DISPLAY: a shell t
 The host's Python is not visible there (the venv's interpreter lives under /root); the sandbox's
 /usr/bin/python3 runs the server, with two read-only binds: the venv's site-packages (the `mcp` SDK,
 compiled for the same Python minor version, checked once) and `sandbox_workers/mcp/servers` as the
-package `flywheel_mcp_servers`.
+package `flywheel_mcp_servers`. It runs with `-P`: the workspace (its working folder) is not on its
+import path, so a file the agent wrote there (`json.py`, `mcp.py`) cannot stand in for a module.
+
+A server that cannot start (that Python, a bind its uid cannot read, bwrap refusing) is
+`McpServerUnavailable`: a tool error, the sandbox goes on. Only a session that is gone is an EnvError.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING
 import mcp
 
 from sandbox_workers.base import EnvError
-from sandbox_workers.mcp.hub import McpHub, ServerSpec
+from sandbox_workers.mcp.hub import McpHub, McpServerUnavailable, ServerSpec
 from sandbox_workers.providers.confine.bwrap import with_env
 from sandbox_workers.providers.confine.spawning import SandboxProcess, spawn
 
@@ -43,8 +47,8 @@ def site_packages() -> Path:
 
 @functools.cache
 def check_python() -> None:
-    """EnvError unless the sandbox's Python has the host's minor version (the SDK's compiled parts
-    need it); checked once per process."""
+    """McpServerUnavailable unless the sandbox's Python has the host's minor version (the SDK's compiled
+    parts need it); checked once per process (until it passes)."""
     want = f"{sys.version_info[0]}.{sys.version_info[1]}"
     try:
         got = subprocess.run(
@@ -52,14 +56,16 @@ def check_python() -> None:
             capture_output=True, text=True, timeout=10, check=True,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
-        raise EnvError(f"MCP servers need {PYTHON} in the sandbox: {exc}") from None
+        raise McpServerUnavailable(f"MCP servers need {PYTHON} in the sandbox: {exc}") from None
     if got != want:
-        raise EnvError(f"MCP servers need {PYTHON} to be Python {want} (the host venv's), not {got}")
+        raise McpServerUnavailable(
+            f"MCP servers need {PYTHON} to be Python {want} (the host venv's), not {got}"
+        )
 
 
 def server_argv(spec: ServerSpec) -> list[str]:
     """The command line of `spec`'s server inside the sandbox."""
-    return [PYTHON, "-s", "-B", "-m", f"{PACKAGE}.{spec.module}"]
+    return [PYTHON, "-s", "-B", "-P", "-m", f"{PACKAGE}.{spec.module}"]
 
 
 def desktop_hub(provider: DesktopPlumbing) -> McpHub:
@@ -67,7 +73,7 @@ def desktop_hub(provider: DesktopPlumbing) -> McpHub:
     opts = provider.profile.options
     allowed = opts.get("mcp_servers", DEFAULT_SERVERS)
     if not isinstance(allowed, list | tuple) or not all(isinstance(n, str) for n in allowed):
-        raise EnvError("profile option mcp_servers must be a list of server names")
+        raise McpServerUnavailable("profile option mcp_servers must be a list of server names")
 
     def spawner(spec: ServerSpec) -> SandboxProcess:
         check_python()
@@ -80,10 +86,15 @@ def desktop_hub(provider: DesktopPlumbing) -> McpHub:
             (str(site_packages()), SANDBOX_LIB, False),
             (str(SERVERS_DIR), f"{SANDBOX_SRC}/{PACKAGE}", False),
         )
-        proc = spawn(
-            with_env(conf, env), server_argv(spec), cgroup=provider.cgroup, join=holder.init_pid,
-            extra_binds=binds, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+        try:
+            proc = spawn(
+                with_env(conf, env), server_argv(spec), cgroup=provider.cgroup, join=holder.init_pid,
+                extra_binds=binds, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+        except EnvError as exc:
+            if not holder.alive():  # the session went while it started: that is the sandbox failing
+                raise
+            raise McpServerUnavailable(f"the MCP server {spec.name!r} could not start: {exc}") from exc
         proc.init_pid()  # read now: the hub may kill the tree from its loop's thread later
         return proc
 

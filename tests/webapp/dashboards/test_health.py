@@ -75,7 +75,8 @@ def test_health_per_host_from_its_heartbeat(two_hosts) -> None:
     # n-weighted: (3·400 + 1·800) / 4 and (3·900 + 1·800) / 4
     assert (a["reset_n"], a["reset_p50"], a["reset_p95"]) == (4, 500.0, 875.0)
     assert (a["started"], a["start_failed"], a["replaced"], a["expired"]) == (8, 1, 1, 2)
-    assert a["crash_rate"] == 2 / 8
+    # (failed starts + replaced) over every start tried: 2 of 9.
+    assert a["crash_rate"] == 2 / 9 and a["state"] == "degraded"
     b = hosts["host-b"]
     assert (b["utilisation"], b["crash_rate"], b["lease_wait_p50"], b["reset_p50"]) == (1.0, 0.0, None, None)
 
@@ -184,7 +185,7 @@ def test_samples_are_taken_pruned_after_48_hours_and_read_as_series(two_hosts) -
     data = health_series(since_hours=0.75, now=now + timedelta(seconds=1))
     assert len(data["labels"]) == 2
     assert data["series"]["utilisation_by_host"]["host-a"] == [0.5, 0.5]
-    assert data["series"]["crash_rate_by_host"]["host-a"] == [0.25, 0.25]
+    assert data["series"]["crash_rate_by_host"]["host-a"] == [2 / 9, 2 / 9]
     assert data["series"]["reset_p95_by_profile"]["desktop"] == [875.0, 875.0]
     assert set(data["series"]["queue_depth"]) == set(QUEUES)
 
@@ -229,3 +230,48 @@ def test_the_beat_task_samples_and_prunes_and_runs_on_the_sandboxes_queue(two_ho
         e for e in app.conf.beat_schedule.values() if e["task"] == "webapp.dashboards.tasks.health_sample"
     ]
     assert [e["schedule"] for e in beat] == [30.0]
+
+
+# --- a host's state says whether its sandboxes live, not only whether it heartbeats (issue 34) -----
+
+
+def test_a_heartbeating_host_whose_sandboxes_fail_to_start_is_failing_not_alive(client_for) -> None:
+    # As on the fresh machine of issue 34: 72 failed starts beside 21 that worked and 2 crashes.
+    heartbeat("fresh", sandboxes=[], counters={"started": 21, "start_failed": 72, "replaced": 2})
+    row = by(health_now()["hosts"], "host")["fresh"]
+    assert row["alive"] is True and row["state"] == "failing"
+    assert 0 <= row["crash_rate"] <= 1 and row["crash_rate"] == 74 / 93
+    assert row["state_detail"] == (
+        "74 of 93 sandbox starts since the host started failed or crashed later "
+        "(72 failed to start, 2 replaced)"
+    )
+    page = client_for("researcher").get("/dashboards/health/").content.decode()
+    assert 'data-testid="host-state">failing</span>' in page and ">alive<" not in page
+
+
+def test_host_states_from_healthy_to_silent() -> None:
+    heartbeat("fine", sandboxes=[], counters={"started": 40, "replaced": 1})
+    heartbeat("fresh", sandboxes=[], counters={})
+    heartbeat("shaky", sandboxes=[], counters={"started": 9, "start_failed": 1, "replaced": 1})
+    heartbeat("gone", sandboxes=[], counters={"started": 3})
+    SandboxHost.objects.filter(name="gone").update(last_heartbeat_at=timezone.now() - timedelta(minutes=5))
+    states = {h["host"]: h["state"] for h in health_now()["hosts"]}
+    assert states == {"fine": "healthy", "fresh": "healthy", "shaky": "degraded", "gone": "silent"}
+
+
+def test_a_host_that_recovered_is_judged_on_the_last_minutes_not_its_whole_life() -> None:
+    now = timezone.now()
+    heartbeat("mended", sandboxes=[], counters={"started": 30, "start_failed": 72})
+    heartbeat("restarted", sandboxes=[], counters={"started": 1, "start_failed": 4})
+    before = [
+        {"host": "mended", "started": 10, "start_failed": 72, "replaced": 0},
+        {"host": "restarted", "started": 50, "start_failed": 0, "replaced": 0},
+    ]
+    HealthSample.objects.create(taken_at=now - timedelta(minutes=16), data={"hosts": before})
+    rows = by(health_now(now=now)["hosts"], "host")
+    # 20 starts since, none failed: healthy again, though its whole life's rate is still high.
+    assert rows["mended"]["state"] == "healthy" and rows["mended"]["crash_rate"] > 0.5
+    assert rows["mended"]["state_detail"].startswith("0 of 20 sandbox starts since ")
+    # Its counters went back: it restarted since the sample, so it is judged since it started.
+    assert rows["restarted"]["state"] == "failing"
+    assert "since the host started" in rows["restarted"]["state_detail"]

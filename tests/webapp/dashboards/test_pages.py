@@ -101,7 +101,10 @@ def test_health_page_tables_and_fragment(client_for) -> None:
     assert cell(body, "host-row", "data-host", "page-host", "leased-live") == "1 / 4"
     assert cell(body, "host-row", "data-host", "page-host", "utilisation") == "25%"
     assert cell(body, "host-row", "data-host", "page-host", "lease-wait") == "7.0 / 30.0 ms (5)"
-    assert cell(body, "host-row", "data-host", "page-host", "crash-rate") == "0.300"
+    # (1 failed start + 2 replaced) of the 11 starts tried.
+    assert cell(body, "host-row", "data-host", "page-host", "crash-rate") == "0.273"
+    assert cell(body, "host-row", "data-host", "page-host", "host-state").startswith("degraded")
+    assert "3 of 11 sandbox starts since the host started failed or crashed later" in body
     assert cell(body, "profile-row", "data-profile", "miniwob", "utilisation") == "25%"
     assert re.search(
         r'data-queue="rollouts"><td>rollouts</td><td class="num" data-testid="depth">\d+</td>', body

@@ -35,7 +35,7 @@ def _overdue_lease() -> Lease:
 
 def test_tasks_route_to_their_queues():
     routes = app.conf.task_routes
-    assert set(QUEUES) == {"rollouts", "training", "sandboxes", "datasets", "interactive"}
+    assert set(QUEUES) == {"rollouts", "checks", "training", "sandboxes", "datasets", "interactive"}
     assert routes["webapp.annotation.tasks.*"] == {"queue": "interactive"}
     assert routes["webapp.training.tasks.*"] == {"queue": "training"}
     assert routes["webapp.sandboxes.tasks.*"] == {"queue": "sandboxes"}

@@ -53,9 +53,9 @@ def until(predicate, what: str, timeout: float = 240) -> None:
     assert wait_for(predicate, timeout=timeout, interval=0.3), f"timed out waiting for {what}"
 
 
-def rollout_worker(tmp_path: Path, *, concurrency: int = 2):
+def rollout_worker(tmp_path: Path, *, concurrency: int = 2, queues: str = "rollouts"):
     env = {"SANDBOX_HOST_TOKEN": TOKEN, "ROLLOUT_HEARTBEAT_SECONDS": "1", "ROLLOUT_LEASE_WAIT_SECONDS": "60"}
-    return celery_worker(tmp_path, queues="rollouts", env=env, concurrency=concurrency)
+    return celery_worker(tmp_path, queues=queues, env=env, concurrency=concurrency)
 
 
 @pytest.fixture
@@ -229,7 +229,11 @@ def test_a_check_started_before_any_host_is_up_waits_for_one_and_passes(live_ser
     task = task_create(slug="miniwob/click-button", title="MiniWoB++ click-button",
                        instruction="{{start.utterance}}", platform="browser", env_profile="browser",
                        spec=task_doc("click-button", oracle=True))  # fmt: skip
-    with override_settings(SANDBOX_HOST_TOKEN=TOKEN), rollout_worker(tmp_path, concurrency=1):
+    # The catalog's checks have a queue of their own (webapp.celery): a worker on it, as make run has.
+    with (
+        override_settings(SANDBOX_HOST_TOKEN=TOKEN),
+        rollout_worker(tmp_path, concurrency=1, queues="checks"),
+    ):
         verification_request(task=task, runs=1)
         status = lambda: Task.objects.get(pk=task.pk).verification_status  # noqa: E731
         until(lambda: status() == "waiting", "the check to find no host")

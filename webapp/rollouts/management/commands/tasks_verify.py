@@ -12,7 +12,7 @@ from webapp.catalog.models import Task, VerificationStatus
 class Command(BaseCommand):
     help = (
         "Publish tasks whose oracle scores 1 and do-nothing 0 on every run (needs a live sandbox host). "
-        "--enqueue hands the work to the rollout workers instead of running it here."
+        "--enqueue hands the work to the checks workers (queue checks) instead of running it here."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -22,7 +22,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--unverified", action="store_true", help="only tasks whose check never reached a verdict"
         )
-        parser.add_argument("--enqueue", action="store_true", help="run on the Celery rollout workers")
+        parser.add_argument("--enqueue", action="store_true", help="run on the Celery checks workers")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         from webapp.rollouts.verification import VerificationDeferred, task_verify, verification_request
