@@ -9,6 +9,7 @@ validates without importing torch.
 # ruff: noqa: E501 - the field tables read best one field per line
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -324,3 +325,60 @@ def validate_config(algorithm: str, raw: Mapping[str, Any] | None) -> dict[str, 
     if errors:
         raise ConfigError.of(errors)
     return out
+
+
+@dataclass(frozen=True)
+class SftLength:
+    """How long an SFT run trains, as agent_core.training.sft counts it: `max_steps` optimizer steps
+    when it is above 0, else ceil(epochs × examples / batch_size) (at least one)."""
+
+    by: str
+    """The field that decides: "max_steps" or "epochs"."""
+    steps: int | None
+    """Optimizer steps (None: epochs decide and the number of examples is not known)."""
+    epochs: float | None
+    """The passes over the examples those steps make (None without the number of examples)."""
+    epochs_steps: int | None
+    """The steps the epochs asked for would take (None without the number of examples)."""
+    said: str
+    """One line for the launch form."""
+
+    @property
+    def disagree(self) -> bool:
+        """max_steps overrides epochs and the two do not give the same run (or cannot be compared)."""
+        return self.by == "max_steps" and self.steps != self.epochs_steps
+
+
+def sft_length(config: Mapping[str, Any], examples: int | None = None) -> SftLength:
+    """The length of an SFT run with the validated `config` over about `examples` examples (None:
+    not known yet), and which of `epochs` and `max_steps` decides it, said in one line."""
+    batch, epochs, cap = int(config["batch_size"]), float(config["epochs"]), int(config["max_steps"])
+    known = examples is not None and examples > 0
+    n = int(examples or 0)
+    by_epochs = max(1, math.ceil(epochs * n / batch)) if known else None
+    of = f"~{n:,} example(s)" if known else "the dataset"
+    if not cap:
+        said = (
+            f"epochs decide: {epochs:g} epoch(s) of {of} = {by_epochs:,} optimizer step(s) of {batch}"
+            if by_epochs is not None
+            else f"epochs decide: {epochs:g} epoch(s); the steps depend on the dataset's size"
+        )
+        made = epochs if known else None
+        return SftLength("epochs", by_epochs, made, by_epochs, said)
+    made = cap * batch / n if known else None
+    said = f"max_steps wins over epochs: training stops after {cap:,} optimizer step(s) of {batch}"
+    if by_epochs is None:
+        said += f", whatever the {epochs:g} epoch(s) would take (the dataset's size is not known)"
+    elif cap < by_epochs:
+        said += (
+            f" = {made:.3g} epoch(s) of {of}, short of the {epochs:g} asked ({by_epochs:,} steps); "
+            "set max_steps to 0 to train every epoch"
+        )
+    elif cap > by_epochs:
+        said += (
+            f" = {made:.3g} epoch(s) of {of}: the {epochs:g} asked end after {by_epochs:,} steps and it "
+            "goes on past them; set max_steps to 0 to stop there"
+        )
+    else:
+        said += f" = the {epochs:g} epoch(s) asked of {of}"
+    return SftLength("max_steps", cap, made, by_epochs, said)

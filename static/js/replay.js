@@ -7,6 +7,10 @@
  *
  * Public: window.Replay = {show(pos), current() -> pos, step() -> step object, steps() -> array};
  * the section fires "replay:step" (detail: {pos, step}) whenever the shown step changes.
+ *
+ * Keys (never while typing in a field): ← → j k Home End move; on a review page 1 2 3 label the shown
+ * step correct / redundant / wrong, 0 clears its label and f marks it the first error. Enlarging the
+ * screenshot (click, z, Esc) is replay_zoom.js.
  */
 (function () {
   "use strict";
@@ -280,7 +284,8 @@
     }
     const mark = labels.labels[String(step.index)];
     if (mark) {
-      info.append(html("p", {class: "replay-label label-" + mark.label}, "Labelled " + mark.label + (mark.note ? ": " + mark.note : "")));
+      if (mark.label) info.append(html("p", {class: "replay-label label-" + mark.label}, "Labelled " + mark.label + (mark.note ? ": " + mark.note : "")));
+      else info.append(html("p", {class: "muted", "data-testid": "unlabelled"}, "Not labelled (corrected only)"));
       if (mark.corrected_thought) info.append(html("p", {class: "muted"}, "Corrected thought: ", html("em", {}, mark.corrected_thought)));
       if (mark.corrected_action_text) info.append(html("p", {class: "muted"}, "Corrected action (dotted): ", html("code", {}, mark.corrected_action_text)));
     }
@@ -378,10 +383,21 @@
     show(Number(a.parentElement.dataset.pos));
   });
 
+  // A review's label keys press the panel's own buttons, so a key does exactly what the click does.
+  const LABEL_KEYS = {"1": "label-correct", "2": "label-redundant", "3": "label-wrong", "0": "label-clear", f: "set-first-error"};
+
+  function pressLabel(testid) {
+    const button = document.querySelector('[data-review] [data-testid="' + testid + '"]');
+    if (!button || button.disabled || button.closest("[hidden]")) return false;
+    button.click();
+    return true;
+  }
+
   document.addEventListener("keydown", (e) => {
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     const t = e.target;
     if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    if (e.key in LABEL_KEYS) { if (pressLabel(LABEL_KEYS[e.key])) e.preventDefault(); return; }
     const moves = {ArrowRight: pos + 1, j: pos + 1, ArrowLeft: pos - 1, k: pos - 1, Home: 0, End: steps.length - 1};
     if (!(e.key in moves)) return;
     e.preventDefault();

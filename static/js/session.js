@@ -56,10 +56,10 @@ function renderControl() {
   $("[data-testid=recorder]").hidden = !(running && iHold());
   if (running && iHold() && !toolsAsked) { toolsAsked = true; send({ type: "tools" }); }
   // Input is executed and recorded by the session's socket: while it reconnects, input is paused
-  // (and the person told), never sent into a closed socket and lost.
-  const acting = Boolean(running && iHold() && online);
+  // (and the person told), never sent into a closed socket and lost. Paused, nothing is sent either:
+  // the server refuses input it would not record.
+  const acting = Boolean(running && iHold() && online && !paused);
   if (recorder) recorder.setEnabled(acting);
-  if (live && live.setInputEnabled) live.setInputEnabled(acting);
   root.dataset.input = acting ? "on" : "off";
 }
 
@@ -104,11 +104,17 @@ function resultText(action, result) {
 let tools = [];
 let toolsAsked = false;
 
-function renderTools(list) {
+// A sandbox whose tool servers cannot start keeps its screen: the panel says why, and may ask again.
+function renderTools(list, error) {
   tools = list || [];
   const box = $("[data-testid=tools]");
   if (!box) return;
-  box.hidden = tools.length === 0;
+  box.hidden = tools.length === 0 && !error;
+  const problem = $("[data-testid=tools-error]");
+  problem.textContent = error || "";
+  problem.hidden = !error;
+  $("[data-act=tools-retry]").hidden = !error;
+  for (const part of box.querySelectorAll("[data-tools-part]")) part.hidden = tools.length === 0;
   const select = $("[data-testid=tool-name]");
   select.replaceChildren(...tools.map((t, i) => {
     const o = document.createElement("option");
@@ -175,31 +181,59 @@ function showProposal(p) {
   drawProposal(p);
 }
 
+// --- the outcome: once the episode ends, what the database holds (reward, checks, error, next task) ----
+
+const ENDED = ["finished", "failed", "cancelled"];
+let outcomeAsked = null;
+
+// The server renders the outcome (the same part a reload shows), so the page and a reload agree.
+function showOutcome() {
+  if (outcomeAsked) return outcomeAsked;
+  outcomeAsked = fetch(location.pathname, { headers: { "HX-Request": "true" }, credentials: "same-origin" })
+    .then((r) => (r.ok ? r.text() : Promise.reject(new Error(`${r.status}`))))
+    .then((html) => {
+      const box = document.createElement("div");
+      box.innerHTML = html.trim();
+      const fresh = box.querySelector("#outcome");
+      if (fresh) $("#outcome").replaceWith(fresh);
+    })
+    .catch((e) => { outcomeAsked = null; say(`Reload the page to see the result (${e.message}).`, true); });
+  return outcomeAsked;
+}
+
+// The episode ended (before this socket opened, or while it was open): the chip, why, and the outcome;
+// a preparation that failed leaves no "Preparing the sandbox…" behind.
+function ended(m) {
+  $("[data-testid=status]").textContent = m.status;
+  $("[data-testid=status]").className = `status status-${m.status}`;
+  $("#screen [data-testid=preparing]")?.remove();
+  if (m.status === "failed" || m.status === "cancelled") say(`The episode ended: ${m.error || m.status}`, true);
+  showOutcome();
+}
+
 function startLive() {
   if (live || !root.dataset.sandbox || status !== "running") return;
   const screen = $("#screen");
   screen.querySelector("[data-testid=preparing]")?.remove();
-  const webrtc = root.dataset.transport === "webrtc";
   live = mount(screen, {
     sandbox: Number(root.dataset.sandbox),
     transport: root.dataset.transport,
-    // Over WebRTC the input travels on the peer's data channel, which only a control ticket opens.
-    mode: webrtc && mayControl ? "control" : "view",
-    inputEnabled: false,
+    // Whatever shows the screen (noVNC, WebRTC, the screencast), the page's input goes through the
+    // session socket, where it is recorded with the thought typed for it: a view ticket is enough.
+    mode: "view",
     // A task that draws in a corner of the screen (MiniWoB++) is zoomed to its area; the person may
     // switch to the whole screen. Clicks still map to screen pixels (live.toScreen).
     focus: zoomTo === "area" ? viewArea : null,
     ticketUrl: root.dataset.ticketUrl,
-    // No WebRTC on this network: watch over a WebSocket transport; input then goes through the session
-    // socket, as without WebRTC.
+    // No WebRTC on this network: watch over a WebSocket transport instead.
     fallback: { transport: root.dataset.fallback || "screencast", mode: "view" },
     onStatus: (s) => {
       root.dataset.live = s.state;
       if (s.state === "denied") say(`Live view refused: ${s.detail}`, true);
-      if (s.state === "fallback") { say(s.detail); attachRecorder(); }
+      if (s.state === "fallback") say(s.detail);
     },
   });
-  if (!webrtc) attachRecorder();
+  attachRecorder();
   renderControl();
 }
 
@@ -228,6 +262,8 @@ function connect() {
       case "hello":
         me = m.me; mayControl = m.may_control; control = m.control; status = m.status;
         root.dataset.ready = "1";
+        // It may have ended before this socket opened (a preparation that failed at once): say why now.
+        if (ENDED.includes(m.status) && m.status !== root.dataset.status) ended(m);
         if (m.sandbox && !root.dataset.sandbox) { location.reload(); return; }
         renderControl(); startLive();
         break;
@@ -243,8 +279,7 @@ function connect() {
         status = m.status;
         $("[data-testid=status]").textContent = m.status;
         $("[data-testid=status]").className = `status status-${m.status}`;
-        if (m.status === "failed" || m.status === "cancelled") say(`The episode ended: ${m.error || m.status}`, true);
-        if (m.status === "finished") $("[data-testid=reward]").textContent = `Reward: ${m.reward}`;
+        if (ENDED.includes(m.status)) ended(m);
         renderControl();
         break;
       case "proposing":
@@ -257,16 +292,17 @@ function connect() {
         paused = m.paused;
         $("[data-testid=paused]").hidden = !paused;
         $("[data-act=pause]").textContent = paused ? "Resume" : "Pause";
+        renderControl();
         break;
       case "checking":
         say("Checking the result…");
         break;
       case "submitted":
         say(m.status === "finished" ? `Submitted. Reward: ${m.reward}` : `Ended: ${m.error}`, m.status !== "finished");
-        $("[data-testid=reward]").textContent = m.status === "finished" ? `Reward: ${m.reward}` : "";
+        showOutcome();
         break;
       case "tools":
-        renderTools(m.tools);
+        renderTools(m.tools, m.error);
         break;
       case "clock":
         $("[data-testid=game-clock]").value = m.clock;
@@ -281,6 +317,7 @@ function connect() {
         break;
       case "error":
         say(m.message, true);
+        if (m.for === "tool_call") $("[data-testid=tool-result]").textContent = `error: ${m.message}`;
         break;
     }
   };
@@ -312,6 +349,7 @@ root.addEventListener("click", (e) => {
   if (act === "edit") send({ type: "edit", text: $("[data-testid=proposal-text]").value });
   if (act === "submit") send({ type: "submit", answer: $("[data-testid=answer]").value });
   if (act === "tool-call") callTool();
+  if (act === "tools-retry") send({ type: "tools" });
 });
 $("[data-testid=tool-name]")?.addEventListener("change", describeTool);
 $("[data-testid=game-clock]")?.addEventListener("change", (e) => send({ type: "clock", clock: e.target.value }));

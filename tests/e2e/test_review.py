@@ -225,3 +225,82 @@ def test_the_result_screen_is_the_replays_last_frame(personas: Personas, open_as
     expect(page.get_by_test_id("label-wrong")).to_be_visible()
     expect(page.get_by_test_id("review-final")).to_be_hidden()
     assert centre_colour(page) == list(COLOURS[1])
+
+
+def test_reviewer_labels_with_keys_and_enlarges_the_screenshot_with_its_overlay(
+    personas: Personas, open_as: OpenAs
+) -> None:
+    episode = demonstration(personas.annotator)
+    review = review_assign(episode=episode, reviewer=personas.reviewer, assigned_by=personas.admin)
+    page = open_as("reviewer")  # 1280 × 720
+    page.goto(f"/reviews/{review.pk}/")
+    expect(page.get_by_test_id("replay-index")).to_have_text("0")
+    expect(page.get_by_test_id("review-keys")).to_contain_text("1 correct")
+    shot = page.locator("[data-replay-img]")
+    small = shot.bounding_box()
+    assert small is not None and small["width"] >= 800, small  # the screenshot takes the page's width
+
+    # Keys label the shown step; a digit typed into the note is text, not a label.
+    page.keyboard.press("1")
+    expect(page.get_by_test_id("labels-summary")).to_contain_text("1 step labelled")
+    expect(page.get_by_test_id("label-correct")).to_have_attribute("aria-pressed", "true")
+    page.keyboard.press("ArrowRight")
+    expect(page.get_by_test_id("replay-index")).to_have_text("1")
+    page.get_by_label("Note").fill("3 times")
+    page.get_by_label("Note").press("3")
+    expect(page.get_by_label("Note")).to_have_value("3 times3")
+    page.get_by_label("Note").blur()
+    page.keyboard.press("3")
+    expect(page.get_by_test_id("labels-summary")).to_contain_text("2 steps labelled")
+    page.keyboard.press("f")
+    expect(page.get_by_test_id("first-error")).to_have_text("step 1")
+    page.keyboard.press("2")
+    expect(page.get_by_test_id("label-redundant")).to_have_attribute("aria-pressed", "true")
+    page.keyboard.press("0")
+    expect(page.get_by_test_id("labels-summary")).to_contain_text("1 step labelled")
+
+    # Saving a corrected thought of an unlabelled step leaves it unlabelled.
+    page.keyboard.press("ArrowRight")
+    expect(page.get_by_test_id("replay-index")).to_have_text("2")
+    page.get_by_text("Edit thought or action").click()
+    page.locator("[data-review-thought]").fill("I drag the file onto the folder")
+    page.get_by_test_id("save-correction").click()
+    expect(page.get_by_test_id("labels-summary")).to_contain_text("1 step labelled · 1 corrected")
+    expect(page.locator('[data-testid="label-row"][data-step="2"]')).to_contain_text("not labelled")
+
+    # Click to enlarge: fit to the window, then the image's own pixels; the overlay stays on its mark.
+    page.keyboard.press("Home")
+    expect(page.get_by_test_id("replay-index")).to_have_text("0")
+    shot.click()
+    expect(page.get_by_test_id("replay-shot")).to_have_attribute("data-zoom", "fit")
+    big = shot.bounding_box()
+    assert big is not None and big["width"] > small["width"] * 1.1, (small, big)
+
+    def mark_at() -> tuple[float, float]:
+        dot = page.locator('[data-replay-overlay] [data-action="click"] .ov-dot').bounding_box()
+        box = shot.bounding_box()
+        assert dot is not None and box is not None
+        scale = box["width"] / 320  # the step's screenshot is 320 × 200, the click at (40, 30)
+        centre_x, centre_y = dot["x"] + dot["width"] / 2, dot["y"] + dot["height"] / 2
+        return (centre_x - box["x"]) / scale, (centre_y - box["y"]) / scale
+
+    x, y = mark_at()
+    assert abs(x - 40) < 1.5 and abs(y - 30) < 1.5, (x, y)
+    page.keyboard.press("z")
+    expect(page.get_by_test_id("replay-shot")).to_have_attribute("data-zoom", "actual")
+    actual = shot.bounding_box()
+    assert actual is not None and abs(actual["width"] - 320) < 1, actual
+    x, y = mark_at()
+    assert abs(x - 40) < 1.5 and abs(y - 30) < 1.5, (x, y)
+    page.keyboard.press("ArrowRight")  # steps go on while enlarged
+    expect(page.get_by_test_id("replay-index")).to_have_text("1")
+    page.keyboard.press("Escape")
+    expect(page.get_by_test_id("replay-shot")).to_have_attribute("data-zoom", "")
+
+    labels = {label.step.index: label for label in StepLabel.objects.filter(review=review)}
+    assert (labels[0].label, labels[2].label, labels[2].corrected_thought) == (
+        "correct", "", "I drag the file onto the folder"
+    )  # fmt: skip
+    assert 1 not in labels  # cleared with 0
+    review.refresh_from_db()
+    assert review.first_error_step == 1

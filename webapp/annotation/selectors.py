@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
@@ -20,6 +22,22 @@ def assignments_open(*, annotator: AbstractBaseUser) -> QuerySet[Assignment]:
         )
         .select_related("task", "episode", "assigned_by")
         .order_by("created_at")
+    )
+
+
+def assignment_seed(assignment: Assignment) -> int:
+    """The seed an assignment is demonstrated on: fixed by the assignment, so that its queue shows the
+    very instance (file names, values) the annotator will get when they start it."""
+    return zlib.crc32(f"assignment:{assignment.pk}".encode()) % 2**31
+
+
+def assignment_next(*, annotator: AbstractBaseUser) -> Assignment | None:
+    """The annotator's oldest assignment not started yet (what *Next task* starts), or None."""
+    return (
+        Assignment.objects.filter(annotator=annotator, state=Assignment.State.OPEN)
+        .select_related("task")
+        .order_by("created_at", "pk")
+        .first()
     )
 
 

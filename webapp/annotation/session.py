@@ -28,7 +28,7 @@ from agent_core.data.trajectory import StepRecord
 from agent_core.env import ActionRejected, EnvError, Obs
 from agent_core.policies.base import EpisodeContext, Policy, PolicyError
 from sandbox_workers.agent_env import A11yMode, SandboxEnv
-from sandbox_workers.base import SandboxError
+from sandbox_workers.base import ActionUnsupported, OperationUnsupported, SandboxError
 from webapp.annotation.services import DemoError, demo_env, demo_renew, demo_submit, prepared_of
 from webapp.episodes.models import Actor, Episode, Source
 from webapp.episodes.services import step_record
@@ -41,6 +41,10 @@ GAME_CLOCKS: dict[str, dict[str, Any]] = {
     "half": {"paused": False, "rate": 0.5},  # slowed for a person
 }
 """A game's clock while a person plays (the browser sandbox's game_clock operation)."""
+
+
+class ToolsUnavailable(DemoError):
+    """The sandbox's MCP servers cannot start: the Tools panel says why; the demonstration goes on."""
 
 
 @dataclass
@@ -133,6 +137,10 @@ class LiveSession:
                 raise DemoError(f"bad input event: {exc}") from None
         self._check_running()
         self._check_control()
+        if self.paused_at is not None:
+            # Input that reached the sandbox unrecorded would put an outcome in the episode that its
+            # steps do not explain: while recording is paused, nothing is sent either.
+            raise DemoError("recording is paused: resume to act (input is not sent while paused)")
         for ev in parsed:
             self._apply(self.merger.feed(ev))
 
@@ -239,7 +247,8 @@ class LiveSession:
         self.thought = text[:10000]
 
     def pause(self) -> None:
-        """Stop recording (a private moment): input still reaches the sandbox, nothing is kept."""
+        """Stop recording (a moment to think or talk): input is refused until `resume`, so nothing
+        reaches the sandbox unrecorded."""
         self.flush()
         if self.paused_at is None:
             self.paused_at = time.monotonic()
@@ -289,15 +298,20 @@ class LiveSession:
         self.proposal, self._proposal_obs = proposal, obs
         return proposal_json(proposal)
 
-    def accept(self) -> None:
-        """Carry out the pending proposal as it is (the step's actor is the agent)."""
+    def accept(self) -> Episode | None:
+        """Carry out the pending proposal as it is (the step's actor is the agent). A proposed
+        `finished()` ends the demonstration (`finish`): the episode, submitted, is returned."""
         proposal, obs = self.proposal, self._proposal_obs
         if proposal is None or obs is None or proposal.action is None:
             raise DemoError("there is no valid proposal to accept")
+        if isinstance(proposal.action, Finished):
+            return self.finish(proposal.action, obs, actor=Actor.AGENT, thought=proposal.thought)
         self._carry_out(proposal.action, obs, actor=Actor.AGENT, thought=proposal.thought)
+        return None
 
-    def edit(self, text: str) -> None:
-        """Carry out an edited action (UI-TARS text, screen pixels); the proposal stays on the step."""
+    def edit(self, text: str) -> Episode | None:
+        """Carry out an edited action (UI-TARS text, screen pixels); the proposal stays on the step.
+        An edited `finished()` ends the demonstration as an accepted one does (the episode is returned)."""
         self._check_running()
         self._check_control()
         self.flush()
@@ -308,7 +322,22 @@ class LiveSession:
             raise DemoError(f"the action does not parse: {exc.reason or exc}") from None
         if len(parsed.actions) != 1:
             raise DemoError("write exactly one action")
-        self._carry_out(parsed.actions[0], obs, actor=Actor.HUMAN, thought=parsed.thought or None)
+        action = parsed.actions[0]
+        if isinstance(action, Finished):
+            return self.finish(action, obs, actor=Actor.HUMAN, thought=parsed.thought or None)
+        self._carry_out(action, obs, actor=Actor.HUMAN, thought=parsed.thought or None)
+        return None
+
+    def finish(self, action: Finished, obs: Obs, *, actor: str, thought: str | None) -> Episode:
+        """End the demonstration with `finished()` as its last step (the final action a policy learns to
+        take, kept like any other), then score it with the action's content as the answer."""
+        self._check_running()
+        self._check_control()
+        self.flush()  # what was begun before it comes first
+        opened = _Open(obs=obs, observed_at=timezone.now())
+        typed = self.thought.strip()
+        self._record(opened, action, actor=actor, latency_s=0.0, thought=typed or thought or "")
+        return demo_submit(episode=self.episode, user=self.user, answer=action.content)
 
     # --- a game's clock ---------------------------------------------------------------------------
 
@@ -331,12 +360,15 @@ class LiveSession:
     # --- tools (MCP servers inside the sandbox) ----------------------------------------------------
 
     def tools(self) -> list[dict[str, Any]]:
-        """The MCP tools the sandbox offers ([] where it has none), as its servers describe them."""
+        """The MCP tools the sandbox offers ([] where it has none), as its servers describe them;
+        ToolsUnavailable saying why where its servers cannot start (the sandbox itself goes on)."""
         self._check_running()
         try:
             found = self.env.call("mcp_tools")
-        except SandboxError:  # a sandbox without MCP (a browser, a profile with no servers)
+        except (OperationUnsupported, ActionUnsupported):  # a sandbox without MCP (a browser, say)
             return []
+        except ActionRejected as exc:  # a server could not start (sandbox_workers.mcp.hub)
+            raise ToolsUnavailable(f"the sandbox's tools are unavailable: {exc}") from None
         tools = found.get("tools") if isinstance(found, dict) else found
         return [dict(t) for t in tools or () if isinstance(t, dict)]
 
@@ -357,7 +389,7 @@ class LiveSession:
     def _carry_out(self, action: Action, obs: Obs, *, actor: str, thought: str | None) -> None:
         self._check_running()
         self._check_control()
-        if isinstance(action, Finished):
+        if isinstance(action, Finished):  # finish() records and scores it; nothing to carry out
             raise DemoError("to finish, use Submit (with the answer, if the task asks for one)")
         opened = _Open(obs=obs, observed_at=timezone.now())
         t0 = time.monotonic()

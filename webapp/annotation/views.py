@@ -12,6 +12,8 @@ from webapp.accounts.access import page_requires
 from webapp.annotation.models import Assignment
 from webapp.annotation.selectors import (
     annotators,
+    assignment_next,
+    assignment_seed,
     assignments_open,
     demos_of,
     is_unproven,
@@ -20,8 +22,10 @@ from webapp.annotation.selectors import (
     tasks_unproven,
 )
 from webapp.annotation.services import DemoError, assignment_create, demo_abandon, demo_start
+from webapp.catalog.availability import TaskUnavailable
 from webapp.catalog.models import Task
 from webapp.catalog.selectors import task_game, task_view_area
+from webapp.common.errors import refusal
 from webapp.common.params import parse_whole
 from webapp.episodes.models import Episode
 from webapp.episodes.selectors import episode_visible_to, steps_of
@@ -39,8 +43,11 @@ def _int(value: str | None) -> int | None:
 def queue(request: HttpRequest) -> HttpResponse:
     """The annotator's assignments, their running and recent demonstrations, and a task picker."""
     can_assign = request.user.has_perm("annotation.add_assignment")
+    assignments = list(assignments_open(annotator=request.user))
+    for a in assignments:  # the seed its start will use: the queue shows the instance the person gets
+        a.seed = a.episode.seed if a.episode else assignment_seed(a)
     context = {
-        "assignments": assignments_open(annotator=request.user),
+        "assignments": assignments,
         "running": demos_of(annotator=request.user, running=True)[:50],
         "recent": demos_of(annotator=request.user, running=False)[:20],
         "tasks": tasks_to_demonstrate()[:1000],
@@ -57,12 +64,12 @@ def queue(request: HttpRequest) -> HttpResponse:
 @page_requires("episodes.annotate")
 def start(request: HttpRequest) -> HttpResponse:
     """Start a demonstration of a task (from an assignment or picked); interactive with a policy."""
-    assignment = None
+    assignment, seed = None, None
     if assignment_id := _int(request.POST.get("assignment")):
         assignment = get_object_or_404(
             Assignment, pk=assignment_id, annotator=request.user, state=Assignment.State.OPEN
         )
-        task = assignment.task
+        task, seed = assignment.task, assignment_seed(assignment)  # the instance the queue showed
     else:
         task = get_object_or_404(Task, pk=_int(request.POST.get("task")) or 0)
         if not (task.is_published or is_unproven(task)):
@@ -71,7 +78,11 @@ def start(request: HttpRequest) -> HttpResponse:
     if policy_id := _int(request.POST.get("policy")):
         policy = get_object_or_404(PolicyVersion, pk=policy_id, is_active=True)
     try:
-        episode = demo_start(task=task, annotator=request.user, policy_version=policy, assignment=assignment)
+        episode = demo_start(
+            task=task, annotator=request.user, policy_version=policy, assignment=assignment, seed=seed
+        )
+    except TaskUnavailable as exc:
+        return refusal(request, str(exc), status=409)  # nothing started: no sandbox would ever come
     except DemoError as exc:
         messages.error(request, str(exc))
         return redirect("annotation:queue")
@@ -98,23 +109,32 @@ def assign(request: HttpRequest) -> HttpResponse:
 @require_GET
 @page_requires()
 def session(request: HttpRequest, episode_id: int) -> HttpResponse:
-    """The live session page: the sandbox's screen, the recorded steps, think-aloud, control, submit."""
+    """The live session page: the sandbox's screen, the recorded steps, think-aloud, control, submit;
+    once ended, its outcome from the database (reward, checks, error) and the next task. An htmx request
+    gets the outcome alone (the page asks for it when the episode ends)."""
     episode = episode_visible_to(user=request.user, episode_id=episode_id)
     if episode is None:
         raise Http404("no such episode")
     episode = Episode.objects.select_related("task", "sandbox", "policy_version", "annotator").get(
         pk=episode.pk
     )
+    is_annotator = episode.annotator_id == request.user.pk
+    next_assignment = None
+    if is_annotator and episode.is_done and request.user.has_perm("episodes.annotate"):
+        next_assignment = assignment_next(annotator=request.user)
+        if next_assignment is not None:
+            next_assignment.seed = assignment_seed(next_assignment)
+    outcome = {"episode": episode, "is_annotator": is_annotator, "next_assignment": next_assignment}
+    if request.htmx:
+        return render(request, "annotation/session.html#outcome", outcome)
     token = control_of(sandbox_id=episode.sandbox_id) if episode.sandbox_id else None
     context = {
-        "episode": episode,
+        **outcome,
         "steps": steps_of(episode=episode),
-        "instruction": episode.instruction,
         "control": control_state(token),
         "control_offered": control_offered(user=request.user, episode=episode),
         "view_area": task_view_area(task=episode.task),
         "game": task_game(task=episode.task),
-        "is_annotator": episode.annotator_id == request.user.pk,
         "transport": _transport(request, episode),
         # Where WebRTC cannot connect the page goes on over a WebSocket transport (input: the session socket).
         "fallback": _transport(None, episode),
@@ -163,6 +183,8 @@ def fork(request: HttpRequest, episode_id: int) -> HttpResponse:
             fork_of=episode,
             fork_step=step,
         )
+    except TaskUnavailable as exc:
+        return refusal(request, str(exc), status=409)
     except DemoError as exc:
         messages.error(request, str(exc))
         return redirect("episodes:episode_detail", episode_id=episode.pk)

@@ -9,6 +9,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
 from webapp.accounts.access import page_requires
+from webapp.common.paging import page_of, push_query, query_of
 from webapp.common.params import int_param
 from webapp.episodes.models import Episode, Source
 from webapp.episodes.responses import (
@@ -25,6 +26,7 @@ from webapp.episodes.selectors import (
 )
 
 _MAY_LIST = ("episodes.view_all_episodes", "episodes.annotate", "reviews.review_episodes")
+EPISODES_PER_PAGE = 50
 
 
 @require_GET
@@ -41,15 +43,21 @@ def episode_list(request: HttpRequest) -> HttpResponse:
         source=params.get("source") if params.get("source") in Source.values else None,
         policy_version_id=int_param(params.get("policy"), name="policy", minimum=1),
     )
+    # A page at a time, every one reachable (the list used to stop at 200); the filters stay in the URL.
+    query = query_of(params, ("task", "status", "source", "policy"))
+    page = page_of(episodes, params, per_page=EPISODES_PER_PAGE)
     context = {
-        "episodes": episodes[:200],
-        "total": episodes.count(),
+        "page": page,
+        "episodes": page.object_list,
+        "total": page.paginator.count,
         "statuses": Episode.Status.choices,
         "sources": Source.choices,
         "params": params,
+        "query": query,
     }
-    template = "episodes/episode_list.html#results" if request.htmx else "episodes/episode_list.html"
-    return render(request, template, context)
+    if not request.htmx:
+        return render(request, "episodes/episode_list.html", context)
+    return push_query(render(request, "episodes/episode_list.html#results", context), request, query)
 
 
 @require_GET

@@ -82,7 +82,7 @@ class ReviewEvent(models.Model):
 
 
 class StepLabel(models.Model):
-    """A reviewer's label of one step, with an optional correction."""
+    """A reviewer's label of one step and/or a correction of it."""
 
     class Label(models.TextChoices):
         CORRECT = "correct"
@@ -91,7 +91,8 @@ class StepLabel(models.Model):
 
     review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="labels")
     step = models.ForeignKey("episodes.Step", on_delete=models.CASCADE, related_name="labels")
-    label = models.CharField(max_length=10, choices=Label.choices)
+    # Blank: not labelled, only corrected (a correction never labels a step; the reviewer does).
+    label = models.CharField(max_length=10, choices=Label.choices, blank=True)
     note = models.TextField(blank=True)
     corrected_thought = models.TextField(blank=True)
     corrected_action = models.JSONField(null=True, blank=True)

@@ -59,7 +59,14 @@ def review_labels(*, review: Review) -> dict[str, Any]:
             "label", "note", "corrected_thought", "corrected_action_text", "corrected_action", "step__index"
         )
     }
-    return {"labels": labels, "first_error_step": review.first_error_step}
+    return {
+        "labels": labels,
+        "first_error_step": review.first_error_step,
+        "labelled": sum(1 for row in labels.values() if row["label"]),
+        "corrected": sum(
+            1 for row in labels.values() if row["corrected_thought"] or row["corrected_action_text"]
+        ),
+    }
 
 
 def review_history(*, review: Review) -> QuerySet[Any]:

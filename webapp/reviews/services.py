@@ -127,9 +127,16 @@ def review_label_step(
 
 @transaction.atomic
 def review_clear_label(*, review: Review, actor: AbstractBaseUser, step_index: int) -> None:
-    """Remove a step's label and its corrections."""
+    """Remove a step's label; its corrections stay (a blank correction clears those)."""
     _check_open(review, actor)
-    StepLabel.objects.filter(review=review, step__index=step_index).delete()
+    row = StepLabel.objects.filter(review=review, step__index=step_index).first()
+    if row is None:
+        return
+    if row.corrected_thought or row.corrected_action_text or row.corrected_action is not None:
+        row.label = ""
+        row.save(update_fields=["label"])
+    else:
+        row.delete()
 
 
 @transaction.atomic
@@ -171,9 +178,11 @@ def review_correct_step(
     """Store a corrected thought and/or action text for a step; None leaves that part as it is.
 
     The action text must parse with the UI-TARS grammar; its structured form is stored beside it.
-    An empty value, or one equal to what the step already has, clears that correction. A step that
-    had no label is labelled wrong (a step worth correcting was not right); with nothing to correct
-    and no label yet, nothing is stored and None is returned.
+    An empty value, or one equal to what the step already has, clears that correction. A correction
+    never changes the step's label: a better-worded thought says nothing about whether the step was
+    right, and the label is the reviewer's own call (unlabelled, the row keeps only the correction).
+    With nothing to correct and no row yet, nothing is stored and None is returned; a row left with
+    neither a label nor a correction is removed (None).
     """
     _check_open(review, actor)
     step = _step(review, step_index)
@@ -196,9 +205,13 @@ def review_correct_step(
     if row is None:
         if not any(fields.values()):
             return None
-        row = StepLabel(review=review, step=step, label=StepLabel.Label.WRONG)
+        row = StepLabel(review=review, step=step, label="")
     for field, value in fields.items():
         setattr(row, field, value)
+    if not (row.label or row.corrected_thought or row.corrected_action_text or row.corrected_action):
+        if row.pk is not None:
+            row.delete()
+        return None
     row.save()
     return row
 

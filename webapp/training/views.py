@@ -14,6 +14,7 @@ from webapp.accounts.access import page_requires
 from webapp.catalog.models import TaskSuite
 from webapp.common.params import parse_whole
 from webapp.policies.models import PolicyVersion
+from webapp.training.launch_checks import LaunchNotes, LaunchWarning, launch_notes
 from webapp.training.merging import policy_merge_request
 from webapp.training.models import Checkpoint, PolicyMerge, TrainingRun
 from webapp.training.planning import LaunchPlan, launch_plan
@@ -43,11 +44,15 @@ FORM_FIELDS = ("algorithm", "name", "dataset", "base_policy", "suite")
 
 
 def _config_inputs(
-    algorithm: str, values: dict[str, str], error: TrainingRunError | None
+    algorithm: str,
+    values: dict[str, str],
+    error: TrainingRunError | None,
+    warnings: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The config fields of `algorithm` as form inputs, with the submitted values (or defaults) and
-    each one's error."""
+    """The config fields of `algorithm` as form inputs, with the submitted values (or defaults), each
+    one's error and what a launch warning says about it."""
     errors = _errors_by_field(error)
+    warnings = warnings or {}
     inputs = []
     for spec in config_fields(algorithm):
         if spec.name == "suite":
@@ -66,6 +71,7 @@ def _config_inputs(
                 "max": spec.max,
                 "step": "1" if spec.type is int else "any",
                 "error": errors.get(spec.name, ""),
+                "warning": warnings.get(spec.name, ""),
             }
         )
     return inputs
@@ -102,12 +108,22 @@ def _plan_of(form: dict[str, str], config: dict[str, str], algorithm: str) -> La
     return launch_plan(base_policy=policy, algorithm=algorithm, config=clean)
 
 
+def _notes_of(form: dict[str, str], config: dict[str, str], algorithm: str) -> LaunchNotes:
+    """What the form says of the run's length and the warnings to confirm (none while invalid)."""
+    try:
+        clean = validate_config(algorithm, config)
+    except ConfigError:
+        return LaunchNotes()
+    return launch_notes(algorithm=algorithm, config=clean, dataset_pin=form.get("dataset", ""))
+
+
 def _form_context(
     request: HttpRequest,
     *,
     form: dict[str, str] | None = None,
     config: dict[str, str] | None = None,
     error: TrainingRunError | None = None,
+    unconfirmed: list[LaunchWarning] | None = None,
 ) -> dict[str, Any]:
     form = form or {}
     algorithm = form.get("algorithm") or TrainingRun.Algorithm.SFT
@@ -115,7 +131,8 @@ def _form_context(
         algorithm = TrainingRun.Algorithm.SFT
     errors = _errors_by_field(error)
     field_errors = {f: errors[f] for f in FORM_FIELDS if f in errors}
-    config_inputs = _config_inputs(algorithm, config or {}, error)
+    notes = _notes_of(form, config or {}, algorithm)
+    config_inputs = _config_inputs(algorithm, config or {}, error, notes.by_field())
     placed = {*field_errors, *(i["name"] for i in config_inputs if i["error"])}
     return {
         "algorithms": TrainingRun.Algorithm.choices,
@@ -130,6 +147,9 @@ def _form_context(
         "suites": suites_to_roll_out_on(),
         "pins": dataset_pins_usable(),
         "launch_plan": _plan_of(form, config or {}, algorithm),
+        "notes": notes,
+        "field_warnings": notes.by_field(),
+        "unconfirmed": unconfirmed or [],
     }
 
 
@@ -192,8 +212,9 @@ def launch_plan_view(request: HttpRequest) -> HttpResponse:
     if algorithm not in TrainingRun.Algorithm.values:
         algorithm = TrainingRun.Algorithm.SFT
     form = {key: get.get(key, "").strip() for key in FORM_FIELDS}
-    plan = _plan_of(form, _posted_config(get, algorithm), algorithm)
-    return render(request, "training/run_list.html#launch_plan", {"launch_plan": plan})
+    config = _posted_config(get, algorithm)
+    context = {"launch_plan": _plan_of(form, config, algorithm), "notes": _notes_of(form, config, algorithm)}
+    return render(request, "training/run_list.html#launch_plan", context)
 
 
 @require_POST
@@ -208,6 +229,18 @@ def run_launch(request: HttpRequest) -> HttpResponse:
     policy_id, suite_id = parse_whole(form["base_policy"]), parse_whole(form["suite"])
     policy = PolicyVersion.objects.filter(pk=policy_id).first() if policy_id is not None else None
     suite = TaskSuite.objects.filter(pk=suite_id).first() if rl and suite_id is not None else None
+    # A warning (max_steps overriding the epochs asked, SFT on CT data) launches only once confirmed:
+    # the *Launch anyway* button sends back the codes of the warnings it was shown.
+    confirmed = [c.strip() for c in post.get("confirm", "").split(",") if c.strip()]
+    unconfirmed = _notes_of(form, config, algorithm).unconfirmed(confirmed)
+    if unconfirmed:
+        context = {
+            "runs": training_runs_list()[:200],
+            "policies": policy_versions_active(),
+            "can_launch": True,
+            **_form_context(request, form=form, config=config, unconfirmed=unconfirmed),
+        }
+        return render(request, "training/run_list.html", context, status=400)
     try:
         run = training_run_launch(
             algorithm=algorithm,

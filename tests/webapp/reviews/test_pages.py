@@ -118,7 +118,11 @@ def test_label_first_error_and_correction_through_htmx(world: ReviewWorld, clien
 
     cleared = post(client, "first_error", world, {"clear": "1"})
     assert labels_json(cleared.content.decode())["first_error_step"] is None
+    # Clearing the label keeps the correction (a blank correction takes that away, and the row with it).
     post(client, "label", world, {"step": "1", "label": "clear"})
+    row = StepLabel.objects.get(review=world.review, step__index=1)
+    assert (row.label, row.corrected_action_text) == ("", "click(start_box='(0,0)')")
+    post(client, "correct", world, {"step": "1", "thought": "", "action_text": ""})
     assert not StepLabel.objects.filter(review=world.review).exists()
 
 

@@ -13,6 +13,7 @@ from webapp.reviews.models import Review, StepLabel
 from webapp.reviews.services import (
     ReviewInputError,
     ReviewTransitionError,
+    review_clear_label,
     review_correct_step,
     review_decide,
     review_label_step,
@@ -84,7 +85,7 @@ def test_a_correction_is_parsed_into_a_structured_action(world: ReviewWorld, per
         thought="Press OK instead",
         action_text="drag(start_box='(0,0)', end_box='(0,0)')",
     )
-    assert row.label == StepLabel.Label.WRONG  # an unlabelled corrected step was wrong
+    assert row.label == ""  # a correction leaves the label to the reviewer: this step has none
     assert row.corrected_thought == "Press OK instead"
     assert row.corrected_action == {"type": "drag", "x1": 0, "y1": 0, "x2": 0, "y2": 0}
     assert row.corrected_action_text == "drag(start_box='(0,0)', end_box='(0,0)')"
@@ -227,6 +228,7 @@ def test_a_correction_equal_to_the_step_or_blank_clears_it(world: ReviewWorld, p
     )
     assert same is None and not StepLabel.objects.exists()
 
+    review_label_step(review=world.review, actor=personas.reviewer, step_index=0, label="wrong")
     review_correct_step(
         review=world.review, actor=personas.reviewer, step_index=0, action_text="press(key='enter')"
     )
@@ -255,3 +257,17 @@ def test_review_text_over_the_cap_or_with_nul_is_refused_naming_it(
     review_decide(review=world.review, actor=bob, verdict="send_back", comment="redo step 2")
     with pytest.raises(ReviewInputError, match="the comment may be at most"):
         review_resubmit(review=world.review, actor=personas.annotator, comment=long)
+
+
+def test_a_corrected_thought_never_changes_the_steps_label(world: ReviewWorld, personas: Personas) -> None:
+    """Saving a better-worded thought says nothing about whether the step was right: an unlabelled
+    step stays unlabelled (it used to be labelled wrong, silently), a labelled one keeps its label."""
+    bob = personas.reviewer
+    row = review_correct_step(review=world.review, actor=bob, step_index=0, thought="I open the menu first")
+    assert row is not None and (row.label, row.corrected_thought) == ("", "I open the menu first")
+    review_label_step(review=world.review, actor=bob, step_index=1, label="correct")
+    row = review_correct_step(review=world.review, actor=bob, step_index=1, thought="Then I press OK")
+    assert row is not None and row.label == StepLabel.Label.CORRECT
+    review_clear_label(review=world.review, actor=bob, step_index=1)  # the label goes, the thought stays
+    row = StepLabel.objects.get(review=world.review, step__index=1)
+    assert (row.label, row.corrected_thought) == ("", "Then I press OK")
