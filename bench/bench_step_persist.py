@@ -48,6 +48,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.procs import redis_for_broadcasts  # noqa: E402
+
 PAGES = ("episode list", "episode page", "live fragment")
 
 
@@ -318,41 +320,6 @@ def durable_postgres() -> Iterator[str | None]:
         yield f"postgres://flywheel@127.0.0.1:{port}/bench"
     finally:
         subprocess.run([*run_as, bin_dir / "pg_ctl", "-D", data, "-m", "fast", "-s", "stop"], check=False)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _redis_answers(url: str) -> bool:
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=2).ping())
-    except (redis.RedisError, OSError):
-        return False
-
-
-@contextlib.contextmanager
-def redis_for_broadcasts() -> Iterator[str]:
-    """REDIS_URL if a Redis answers there, else a throwaway redis-server on a free port."""
-    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-    if _redis_answers(url) or not shutil.which("redis-server"):
-        yield url
-        return
-    port, folder = _free_port(), tempfile.mkdtemp(prefix="bench-redis-")
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", folder],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        url = f"redis://127.0.0.1:{port}/0"
-        for _ in range(100):
-            if _redis_answers(url):
-                break
-            time.sleep(0.05)
-        yield url
-    finally:
-        server.terminate()
-        server.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -48,7 +48,7 @@ import aiohttp  # noqa: E402
 import psutil  # noqa: E402
 
 from sandbox_workers.stats import percentile  # noqa: E402
-from tests.procs import free_port, port_open, process, wait_for  # noqa: E402
+from tests.procs import free_port, port_open, process, redis_for_broadcasts, wait_for  # noqa: E402
 from tests.sandbox_workers.rfbclient import RfbClient  # noqa: E402
 
 TOKEN = "bench-live-token-0123456789abcdef"  # noqa: S105 (a throwaway host of this run)
@@ -488,6 +488,13 @@ def main() -> None:
     for noisy in ("aioice", "aiortc", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     var = Path(tempfile.mkdtemp(prefix="liveview-bench-"))
+    # The channel layer needs a Redis: REDIS_URL's if one answers there, else one of this run's own.
+    with redis_for_broadcasts() as redis_url:
+        os.environ["REDIS_URL"] = redis_url
+        run(args, var)
+
+
+def run(args: argparse.Namespace, var: Path) -> None:
     site = Site(var)
     from django.core.management import call_command
     from playwright.sync_api import sync_playwright

@@ -14,7 +14,6 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
-import hashlib
 import hmac
 import json
 import logging
@@ -30,6 +29,7 @@ from aiohttp import http_exceptions as aiohttp_http_exceptions
 from aiohttp import web
 
 from agent_core.actions import ActionError, action_from_dict
+from sandbox_workers import reaper
 from sandbox_workers.base import (
     ActionFailed,
     ActionUnsupported,
@@ -52,6 +52,7 @@ from sandbox_workers.live.relay import (
 )
 from sandbox_workers.pool import LeaseBroken, LeaseNotFound, Pool, SandboxUnavailable
 from sandbox_workers.profiles import load_pool_configs
+from sandbox_workers.providers import host_files
 
 log = logging.getLogger("sandbox_workers.host")
 VERSION = "1"
@@ -352,14 +353,22 @@ async def admin_kill(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+@routes.post("/v1/sandboxes/{sandbox}/dirty")
+async def touched(request: web.Request) -> web.Response:
+    """Something reached the sandbox outside a lease ({"reason"}): reset before its next lease."""
+    data = await body(request)
+    return web.json_response(request.app[POOL].touched(request.match_info["sandbox"], data.get("reason")))
+
+
 @routes.get("/v1/sandboxes/{sandbox}/vnc")
 async def vnc(request: web.Request) -> web.StreamResponse:
-    """The sandbox's RFB byte stream over a WebSocket (binary messages both ways)."""
-    m = request.app[POOL].managed(request.match_info["sandbox"])
+    """The sandbox's RFB stream over a WebSocket (binary both ways); see `relay_vnc` for its input."""
+    pool = request.app[POOL]
+    m = pool.managed(request.match_info["sandbox"])
     endpoint = m.provider.endpoints().get("vnc")
     if not endpoint:
         raise OperationUnsupported(f"{m.config.profile.provider} sandboxes have no VNC server")
-    return await relay_vnc(request, str(endpoint["host"]), int(endpoint["port"]))
+    return await relay_vnc(request, Path(endpoint["socket"]), pool.live_input(m.id))
 
 
 @routes.get("/v1/sandboxes/{sandbox}/screencast")
@@ -408,29 +417,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="leave sandboxes running at exit so the next host process adopts them (rolling restart)",
     )
+    p.add_argument(
+        "--orphan-grace",
+        type=float,
+        default=float(os.environ.get("SANDBOX_ORPHAN_GRACE_S", "30")),
+        help="seconds a host that died has for a restart to adopt its sandboxes before they are reaped",
+    )
     return p.parse_args(argv)
-
-
-def traversable_by_others(path: Path) -> bool:
-    """Whether every directory from / to `path` lets other users through (o+x)."""
-    return all(part.stat().st_mode & 0o001 for part in [path, *path.parents] if part.exists())
-
-
-def sandbox_root(var: Path) -> Path:
-    """Where sandbox directories live: under `var` if unprivileged sandbox users can reach it.
-
-    Sandboxes run as their own uids and bubblewrap bind-mounts their workspace as that uid, so
-    the path must be traversable; a private var dir (a 0700 home, pytest's tmp) gets a root in /tmp
-    named after it instead, so a restarted host finds the same one.
-    """
-    root = (var / "sandboxes").resolve()
-    if os.geteuid() != 0 or traversable_by_others(var.resolve()):
-        return root
-    digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]
-    fallback = Path(tempfile.gettempdir()) / f"flywheel-sandboxes-{digest}"
-    fallback.mkdir(mode=0o711, exist_ok=True)
-    fallback.chmod(0o711)
-    return fallback
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -439,11 +432,19 @@ async def serve(args: argparse.Namespace) -> None:
         raise SystemExit("SANDBOX_HOST_TOKEN must be set to a secret of at least 16 characters")
     var = Path(args.var_dir or Path(os.environ.get("FLYWHEEL_VAR_DIR", "var")) / "sandbox-host" / args.name)
     var.mkdir(parents=True, exist_ok=True)
+    # One host process per var dir, and none while the previous one's sandboxes are being reaped; the
+    # watchdog reaps this one's if it dies without a restart taking over (reaper's docstring).
+    await asyncio.to_thread(reaper.hold_host_lock, var)
+    watchdog = reaper.start_watchdog(var, grace_s=args.orphan_grace)
     url = args.url or f"http://{args.bind}:{args.port}"
     started = time.monotonic()
+    # Sandboxes run as uids of their own: the project's files they bind must be readable by them
+    # whatever umask the checkout and the venv were made with (what cannot be fixed is logged here and
+    # named by each sandbox's start error).
+    await asyncio.to_thread(host_files.make_readable)
     pool = Pool(
         load_pool_configs(args.profiles),
-        sandbox_root(var),
+        reaper.sandbox_root(var),
         slot_base=args.slot_base,
         state_file=var / "pool-state.json",
     )
@@ -485,6 +486,8 @@ async def serve(args: argparse.Namespace) -> None:
             await beat
     await runner.cleanup()
     await pool.shutdown(stop_sandboxes=not args.keep_sandboxes_on_exit)
+    # A rolling restart: the next host process adopts them; else what a start still running leaves goes.
+    os.write(watchdog, reaper.KEEP if args.keep_sandboxes_on_exit else reaper.STOP)
 
 
 def main(argv: list[str] | None = None) -> None:

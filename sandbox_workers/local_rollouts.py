@@ -33,6 +33,7 @@ from agent_core.tasks.spec import TaskSpec
 from agent_core.training.episodes import rl_episode
 from sandbox_workers.agent_env import SandboxEnv
 from sandbox_workers.base import Profile, Provider, SandboxError
+from sandbox_workers.providers import host_files
 from sandbox_workers.providers.browser import BrowserProvider
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class BrowserPool:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         _traversable(root)
+        host_files.make_readable()  # the MiniWoB pages its browsers bind (as the host does at start)
         self.providers: list[BrowserProvider] = []
         profile = Profile(name="train-browser", provider="browser", width=width, height=height)
         for i in range(n):

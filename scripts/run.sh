@@ -3,10 +3,10 @@
 # Every process it starts is in its own process group and is stopped on exit, whatever the cause.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Everything the platform writes (the database and its sessions, keys, logs, screenshots, exports) is
-# its user's alone: files 0600, folders 0700. Settings and the database config enforce it too.
-umask 077
 started=$(date +%s%N)
+# Set-up runs with the user's own umask: what it installs (.venv, the front-end packages) is read by
+# sandboxes, which run as users of their own (setup.sh makes the parts they bind readable by them
+# whatever that umask is).
 scripts/setup.sh run
 # SANDBOX_OFFICE=1: the office profile (OSWorld's tasks): its applications, and OSWorld's metric functions
 # in their own environment (about two minutes the first time).
@@ -14,13 +14,24 @@ if [ "${SANDBOX_OFFICE:-0}" = 1 ]; then
   scripts/office-apps.sh
   scripts/osworld-env.sh >/dev/null
 fi
+# Everything the platform writes from here on (the database and its sessions, keys, logs, screenshots,
+# exports) is its user's alone: files 0600, folders 0700. Settings and the database config enforce it too.
+umask 077
 
-export DEBUG=${DEBUG:-1}
+# Production settings by default: no debug pages (a 404 listing the URL patterns, a 500 showing source and
+# local variables) for whoever reaches the port; static files are collected and served by the web app.
+# DEBUG=1 make run is the development switch. Cookies go over the plain HTTP this serves on loopback
+# unless SECURE_COOKIES=1 (behind TLS).
+export DEBUG=${DEBUG:-0}
+export SECURE_COOKIES=${SECURE_COOKIES:-0}
 export PORT=${PORT:-8000}
 REDIS_PORT=${REDIS_PORT:-6379}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:$REDIS_PORT/0}
 VAR=${FLYWHEEL_VAR_DIR:-$PWD/var}
 mkdir -p "$VAR/log" "$VAR/redis"
+# The var dir is the platform's alone (set-up may have made it under a wider umask); never a shared,
+# sticky one such as /tmp.
+[ -k "$VAR" ] || chmod go-rwx "$VAR"
 PY=.venv/bin/python
 
 pids=()
@@ -34,6 +45,9 @@ stop_all() {
     [ $alive = 0 ] && break; sleep 0.2
   done
   for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
+  # Sandboxes run in sessions of their own (a restarted host adopts them): whatever a host killed past
+  # its grace left is reaped now, not after its watchdog's grace.
+  $PY -m sandbox_workers.reaper reap "$VAR/sandbox-host" >/dev/null 2>>"$VAR/log/sandbox-host.log" || true
   echo "[run] stopped"
 }
 trap stop_all EXIT
@@ -91,9 +105,12 @@ $PY manage.py seed_demo
 
 # daphne's command line gives a WebSocket 5 s to be accepted; a busy server can take longer (1006 then).
 start web .venv/bin/daphne -b 127.0.0.1 -p "$PORT" --websocket_connect_timeout 30 webapp.asgi:application
-# Agents and bulk work on one worker; people (a demonstration's sandbox) and short upkeep on another,
-# so a demonstration never waits behind a rollout batch (see webapp/celery.py).
-start worker-rollouts .venv/bin/celery -A webapp worker -Q rollouts,datasets -n "rollouts@%h" --concurrency 2 -l INFO
+# One worker per kind of work, so nobody waits behind longer work of another kind (see webapp/celery.py):
+# agents' episodes; the catalog's checks (bulk: a first start queues every task); rounds and exports;
+# people (a demonstration's sandbox) and short upkeep; training.
+start worker-rollouts .venv/bin/celery -A webapp worker -Q rollouts -n "rollouts@%h" --concurrency 2 -l INFO
+start worker-checks .venv/bin/celery -A webapp worker -Q checks -n "checks@%h" --concurrency 1 -l INFO
+start worker-datasets .venv/bin/celery -A webapp worker -Q datasets -n "datasets@%h" --concurrency 1 -l INFO
 start worker-interactive .venv/bin/celery -A webapp worker -Q interactive,sandboxes -n "interactive@%h" --concurrency 2 -l INFO
 start worker-training .venv/bin/celery -A webapp worker -Q training -n "training@%h" --concurrency 1 -l INFO
 start beat .venv/bin/celery -A webapp beat -l INFO -s "$VAR/celerybeat-schedule"
@@ -120,8 +137,9 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 echo "[run] ready in $(( ($(date +%s%N) - started) / 1000000 )) ms"
-# Tasks are published once their oracle scores 1 and do-nothing 0 on real sandboxes: the rollout
-# workers check the ones never checked, in the background (see the Tasks page as they pass).
+# Tasks are published once their oracle scores 1 and do-nothing 0 on real sandboxes: the checks worker
+# checks the ones never checked, in the background (see the Tasks page as they pass); agents' episodes
+# never wait behind them (their own queue and worker).
 $PY manage.py tasks_verify --unverified --enqueue
 echo
 echo "  Flywheel is running at http://127.0.0.1:$PORT/   (Ctrl-C stops everything)"

@@ -57,13 +57,27 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   $PY -m venv .venv
 fi
+# train: torch (the CPU wheel pinned in pyproject) and transformers, for local policies and training;
+# dev (the test tools, `datasets` for loading exports back) only for the tests.
+extras=train
+[ "$MODE" = test ] && extras=dev,train
 pip_stamp=$(stamp_of pyproject.toml)
-if [ "$(cat var/.pip-stamp 2>/dev/null)" != "$pip_stamp" ]; then
-  log "pip install -e .[dev,train]"
+installed=$(cat var/.pip-stamp 2>/dev/null || true)
+# A tree set up for the tests has what `make run` needs too.
+if [ "$installed" != "$pip_stamp $extras" ] && [ "$installed" != "$pip_stamp dev,train" ]; then
+  log "pip install -e .[$extras]"
   .venv/bin/python -m pip install -q --upgrade pip
-  # train: torch (the CPU wheel pinned in pyproject) and transformers, for local policies and training.
-  .venv/bin/python -m pip install -q -e ".[dev,train]"
-  echo "$pip_stamp" > var/.pip-stamp
+  .venv/bin/python -m pip install -q -e ".[$extras]"
+  echo "$pip_stamp $extras" > var/.pip-stamp
+fi
+
+# Sandboxes run as users of their own and bind the environment's packages, the MiniWoB pages, the games
+# and the MCP servers read-only from here: make them readable by others whatever umask the checkout and
+# .venv were made with (never the var dir or keys). What cannot be fixed stops the set-up, naming it.
+if ! .venv/bin/python -m sandbox_workers.providers.host_files; then
+  echo "[setup] sandboxes cannot read the project's files (above): fix that, or keep the checkout where" \
+    "other users may pass (e.g. /srv or /opt rather than a private home)" >&2
+  exit 1
 fi
 
 # --- Front-end packages from npm ------------------------------------------------------------------

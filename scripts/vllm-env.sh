@@ -33,4 +33,5 @@ if [ "$(cat "$VENV/.stamp" 2>/dev/null)" != "$want" ]; then
   nice -n 19 "$VENV/bin/python" -c "import vllm, vllm.entrypoints.openai.api_server" >&2
   echo "$want" > "$VENV/.stamp"
 fi
-echo "$PWD/$VENV/bin/python"
+# VLLM_VENV may be absolute or relative to the checkout: print the interpreter's absolute path either way.
+echo "$(cd "$VENV" && pwd)/bin/python"

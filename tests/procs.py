@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -192,3 +194,40 @@ def celery_worker(
         timeout=90,
     ) as proc:
         yield proc
+
+
+def _redis_answers(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=2).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+@contextmanager
+def redis_for_broadcasts() -> Iterator[str]:
+    """REDIS_URL if a Redis answers there, else a throwaway redis-server on a free port."""
+    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    if _redis_answers(url):
+        yield url
+        return
+    if not shutil.which("redis-server"):
+        raise RuntimeError(f"no Redis answers at {url} and redis-server is not installed (scripts/setup.sh)")
+    port, folder = free_port(), tempfile.mkdtemp(prefix="bench-redis-")
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", folder],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = f"redis://127.0.0.1:{port}/0"
+        for _ in range(100):
+            if _redis_answers(url):
+                break
+            time.sleep(0.05)
+        yield url
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -25,8 +25,10 @@ LIGHT_DESKTOP = {"provider": "xdesktop", "min_idle": 1, "max_total": 2, "options
 
 class HostProc:
     def __init__(self, *, name: str, var: Path, profiles: dict[str, Any], web_url: str | None = None,
-                 slot_base: int = 0, port: int | None = None) -> None:  # fmt: skip
+                 slot_base: int = 0, port: int | None = None,
+                 extra_args: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.name, self.var, self.profiles, self.web_url = name, var, profiles, web_url
+        self.extra_args = extra_args
         self.slot_base = slot_base
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -41,6 +43,7 @@ class HostProc:
         ]  # fmt: skip
         if self.web_url:
             args += ["--web-url", self.web_url]
+        args += self.extra_args
         env = {**os.environ, "SANDBOX_HOST_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
         self.var.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child owns it)

@@ -26,12 +26,15 @@ from sandbox_workers.base import EnvError, SandboxError, SandboxPathError
 from sandbox_workers.client import HostAuthError, HostClient
 from sandbox_workers.host import MAX_UPLOAD
 from sandbox_workers.pool import LeaseBroken, LeaseNotFound
+from sandbox_workers.providers.confine import disk
+from sandbox_workers.reaper import sandbox_root
 from tests import sweeps
 from tests.agent_core.fakes import prepared
 from tests.procs import is_alive as alive
 from tests.procs import wait_for
 from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, TOKEN, HostProc, host_process, keep_changing
 from tests.sandbox_workers.rfbclient import RfbClient
+from tests.sandbox_workers.test_disk_quota import HAVE_QUOTAS, leftovers, plant_stray_loops
 
 pytestmark = pytest.mark.slow
 
@@ -385,15 +388,22 @@ def test_killing_xvfb_gives_the_holder_an_env_error_within_2_s_and_the_pool_repl
 
 def test_restarting_the_host_keeps_live_sandboxes_and_leases_and_leaves_nothing_behind(tmp_path):
     host = HostProc(name="restart", var=tmp_path, profiles={"desktop": LIGHT_DESKTOP})
+    pool = sandbox_root(host.var / host.name)
     host.start()
     try:
         with HostClient(host.url, TOKEN) as c:
             sb = c.acquire("desktop", holder="episode:restart", ttl_s=120)
             sb.exec("echo before-restart > marker.txt")
-        pids = [p for s in host.status()["sandboxes"] for p in s["pids"]]
+        status = host.status()
+        pids = [p for s in status["sandboxes"] for p in s["pids"]]
         assert pids
+        assert status["disk_quota"] == {"enabled": HAVE_QUOTAS, "reason": status["disk_quota"]["reason"]}
         host.kill9()
         assert all(alive(p) for p in pids), "sandboxes must outlive a crashed host process"
+        if HAVE_QUOTAS:
+            # Their disk volumes too; what a host killed while it made one left is swept at the next start.
+            assert disk.mounted_source(pool / sb.info.sandbox_id) is not None
+            plant_stray_loops(pool)
         host.start()
         with HostClient(host.url, TOKEN) as c:
             again = c.lease(sb.info)
@@ -416,6 +426,7 @@ def test_restarting_the_host_keeps_live_sandboxes_and_leases_and_leaves_nothing_
     finally:
         host.stop()
     assert wait_for(lambda: not any(alive(p) for p in pids), 10, interval=0.1), [p for p in pids if alive(p)]
+    assert not leftovers(pool), "sandbox disks (volumes, images, loop devices) outlived the host"
 
 
 @pytest.mark.sweep

@@ -23,6 +23,7 @@ from sandbox_workers import miniwob
 from sandbox_workers.base import EnvError, Profile
 from sandbox_workers.providers.confine.bwrap import bwrap_argv, confinement_for
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
+from sandbox_workers.providers.confine.exposed import check_binds
 from sandbox_workers.providers.confine.spawning import kill_pid, process_start_time, same_process
 
 log = logging.getLogger(__name__)
@@ -102,13 +103,15 @@ def prepare_launch(
             (str(html_dir), miniwob.SANDBOX_HTML_DIR, False),
             (str(pw_downloads), str(pw_downloads), True),
         ) + (((str(games_dir), SANDBOX_GAMES_DIR, False),) if games_dir is not None else ())
+        if conf.uid is not None:
+            os.chown(pw_downloads, conf.uid, conf.uid)
+        check_binds(conf.uid, (*conf.binds, *binds))
         argv = bwrap_argv(
             conf, [CHROMIUM_BIN, _ARGS_MARK, f"--user-data-dir={SANDBOX_PROFILE_DIR}"], extra_binds=binds
         )
         argv.insert(1, "--die-with-parent")
         prefix = ["/usr/bin/prlimit", "--core=0"]
         if conf.uid is not None:
-            os.chown(pw_downloads, conf.uid, conf.uid)
             prefix += [f"--nproc={conf.max_pids}", "--", "/usr/bin/setpriv", f"--reuid={conf.uid}",
                        f"--regid={conf.uid}", "--clear-groups"]  # fmt: skip
         argv = [*prefix, "--", *argv]

@@ -29,6 +29,7 @@ from typing import IO, Any
 from sandbox_workers.base import EnvError, ExecResult, SandboxError
 from sandbox_workers.providers.confine.bwrap import SANDBOX_HOME, Confinement, bwrap_argv
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
+from sandbox_workers.providers.confine.exposed import check_binds
 
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWIPC = 0x08000000
@@ -165,6 +166,7 @@ def spawn(
             except OSError as exc:
                 raise EnvError(f"the sandbox's namespace holder (pid {join}) is gone: {exc}") from exc
             join_fds = (owner, net, ipc)
+        check_binds(conf.uid, (*conf.binds, *extra_binds))
         info_r, info_w = os.pipe()
         opened.append(info_w)
         args = bwrap_argv(

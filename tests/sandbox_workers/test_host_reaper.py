@@ -1,0 +1,51 @@
+"""Nothing a sandbox host started outlives it: a host killed with -9 and never restarted leaves no
+sandbox process behind once its watchdog's grace has passed (sandbox_workers.reaper)."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+from tests.procs import wait_for
+from tests.sandbox_workers.hostproc import LIGHT_DESKTOP, HostProc
+
+pytestmark = pytest.mark.slow
+
+
+def _tree(pids: list[int]) -> set[int]:
+    """The pids and every descendant of them (apps a desktop started)."""
+    found = set(pids)
+    for pid in pids:
+        try:
+            found |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _alive(pids: set[int]) -> list[int]:
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_host_killed_with_minus_9_holding_desktops_leaves_none_of_their_processes(tmp_path):
+    desktops = {"desktop": {**LIGHT_DESKTOP, "min_idle": 3, "max_total": 3}}
+    host = HostProc(name="killed", var=tmp_path, profiles=desktops, extra_args=("--orphan-grace", "1"))
+    host.start(timeout=180)
+    try:
+        sandboxes = host.status()["sandboxes"]
+        assert len(sandboxes) == 3, sandboxes
+        pids = _tree([p for s in sandboxes for p in s["pids"]])
+        assert len(_alive(pids)) >= 3 * 3, pids  # Xvfb, x11vnc, the window manager... of each
+        host.kill9()
+    finally:
+        host.stop()
+    assert wait_for(lambda: not _alive(pids), 30, interval=0.2), [
+        " ".join(psutil.Process(p).cmdline()[:3]) for p in _alive(pids)
+    ]
+    # The next host on that var dir starts clean (nothing to adopt, nothing left under its root).
+    again = HostProc(name="killed", var=tmp_path, profiles={"desktop": {**LIGHT_DESKTOP, "min_idle": 0}})
+    again.start(warm=False)
+    try:
+        assert again.status()["sandboxes"] == []
+    finally:
+        again.stop()
