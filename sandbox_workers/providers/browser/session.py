@@ -43,7 +43,7 @@ PAUSED_NUDGE_S = 0.25  # a capture or an action on paused virtual time waits thi
 PAUSED_NUDGE_MS = 50.0  # then page time runs in budgets of this many ms, as many real ms apart
 
 
-class BrowserSession(Provider):
+class BrowserSession(disk.DiskVolumes, Provider):
     """The page of one browser sandbox: what the provider's operations run on."""
 
     def __init__(self, *, sandbox_id: str, profile: Profile, root: Path) -> None:
@@ -263,16 +263,6 @@ class BrowserSession(Provider):
         self._run(self._open_page, what="reset")
         ms = (time.perf_counter() - t0) * 1000
         log.info("browser %s reset in %.0f ms%s", self.sandbox_id, ms, " (relaunched)" if relaunched else "")
-
-    @classmethod
-    def sweep(cls, *, pool_root: Path) -> int:
-        """Free the sandbox disks no sandbox directory under `pool_root` leads to (confine.disk)."""
-        return disk.sweep(pool_root)
-
-    @classmethod
-    def host_report(cls) -> dict[str, Any]:
-        """Whether this host gives sandboxes' disks a quota, and why not."""
-        return disk.host_report()
 
     def stop(self) -> None:
         """Close the browser, kill its process tree and cgroup, remove the root; idempotent."""

@@ -268,3 +268,18 @@ def _run(argv: list[str]) -> None:
     if res.returncode != 0:
         said = (res.stderr or res.stdout).strip() or f"exit {res.returncode}"
         raise EnvError(f"{' '.join(argv[:2])}: {said}")
+
+
+class DiskVolumes:
+    """The Provider hooks of a provider whose sandboxes each get a disk volume (this module): put it
+    before Provider among the bases."""
+
+    @classmethod
+    def sweep(cls, *, pool_root: Path) -> int:
+        """Free the sandbox disks no sandbox directory under `pool_root` leads to."""
+        return sweep(pool_root)
+
+    @classmethod
+    def host_report(cls) -> dict[str, Any]:
+        """Whether this host gives sandboxes' disks a quota, and why not."""
+        return host_report()

@@ -11,7 +11,6 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from sandbox_workers.base import EnvError, Health
 from sandbox_workers.display.capture import Grabber
@@ -36,7 +35,7 @@ from sandbox_workers.providers.xdesktop.xaccess import grant_local_users, write_
 log = logging.getLogger(__name__)
 
 
-class DesktopLifecycle(DesktopPlumbing):
+class DesktopLifecycle(disk.DiskVolumes, DesktopPlumbing):
     """Xvfb, x11vnc and the session: started, kept alive, reset and stopped."""
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -345,16 +344,6 @@ class DesktopLifecycle(DesktopPlumbing):
             (time.monotonic() - t2) * 1000,
             ", on a new X server" if fresh_x else ", x11vnc restarted" if vnc_dead else "",
         )  # fmt: skip
-
-    @classmethod
-    def sweep(cls, *, pool_root: Path) -> int:
-        """Free the sandbox disks no sandbox directory under `pool_root` leads to (confine.disk)."""
-        return disk.sweep(pool_root)
-
-    @classmethod
-    def host_report(cls) -> dict[str, Any]:
-        """Whether this host gives sandboxes' disks a quota, and why not."""
-        return disk.host_report()
 
     def stop(self) -> None:
         """Kill everything, remove the cgroup and the sandbox root; safe twice and half-started."""

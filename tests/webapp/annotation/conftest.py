@@ -98,3 +98,17 @@ def browser_host(live_server: Any, tmp_path: Any) -> Iterator[HostProc]:
         live_server, tmp_path, name="demo-browser-host", profile="browser", spec=spec, slot_base=272
     ) as h:
         yield h
+
+
+@pytest.fixture
+def started(desktop_host: Any, personas: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A demonstration of the note task, prepared on a real sandbox (as the Celery task would); the
+    annotator holds control, and her lease lets her open control tickets for its screen."""
+    from webapp.annotation.services import demo_prepare, demo_start
+
+    monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", lambda episode_id: None)
+    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
+        episode = demo_start(task=note_task(), annotator=personas.annotator)
+        prepared = demo_prepare(episode_id=episode.pk)
+    assert prepared is not None and prepared.status == "running", prepared and prepared.error
+    return prepared

@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from tests.conftest import Personas
 from tests.sandbox_workers.hostproc import TOKEN
-from tests.webapp.annotation.conftest import note_reads, note_task
+from tests.webapp.annotation.conftest import note_reads
 from webapp.annotation.services import DemoError, demo_prepare, demo_start
 from webapp.annotation.session import LiveSession
 from webapp.episodes.models import Episode, Step
@@ -30,17 +30,6 @@ def keys(text: str, t0: float) -> list[dict[str, Any]]:
                 {"kind": "key", "key": "space" if ch == " " else ch.lower(), "text": ch, "t": t0 + i * 0.05}
             )
     return events
-
-
-@pytest.fixture
-def started(desktop_host: Any, personas: Personas, monkeypatch: pytest.MonkeyPatch) -> Episode:
-    """A demonstration of the note task, prepared on a real sandbox (as the Celery task would)."""
-    monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", lambda episode_id: None)
-    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
-        episode = demo_start(task=note_task(), annotator=personas.annotator)
-        prepared = demo_prepare(episode_id=episode.pk)
-    assert prepared is not None and prepared.status == "running", prepared and prepared.error
-    return prepared
 
 
 def test_a_demonstration_records_merged_steps_and_submit_scores_it(

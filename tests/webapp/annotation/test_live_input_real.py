@@ -19,9 +19,9 @@ from django.test import override_settings
 
 from tests.conftest import Personas
 from tests.sandbox_workers.hostproc import TOKEN
-from tests.webapp.annotation.conftest import note_reads, note_task
+from tests.webapp.annotation.conftest import note_reads
 from tests.webapp.sandboxes.test_live_real import refusals, rfb_over, session, ticket_for
-from webapp.annotation.services import DemoError, demo_env, demo_prepare, demo_start
+from webapp.annotation.services import DemoError, demo_env
 from webapp.annotation.session import LiveSession
 from webapp.asgi import application
 from webapp.episodes.models import Episode, Step
@@ -29,18 +29,6 @@ from webapp.episodes.models import Episode, Step
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 RETURN = 0xFF0D
-
-
-@pytest.fixture
-def started(desktop_host: Any, personas: Personas, monkeypatch: pytest.MonkeyPatch) -> Episode:
-    """A demonstration of the note task on a real sandbox (prepared as the Celery task would); the
-    annotator holds control, and her lease lets her open control tickets for its screen."""
-    monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", lambda episode_id: None)
-    with override_settings(SANDBOX_HOST_TOKEN=TOKEN):
-        episode = demo_start(task=note_task(), annotator=personas.annotator)
-        prepared = demo_prepare(episode_id=episode.pk)
-    assert prepared is not None and prepared.status == "running", prepared and prepared.error
-    return prepared
 
 
 def steps_of(episode: Episode) -> list[Step]:
