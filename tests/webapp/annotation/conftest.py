@@ -32,6 +32,14 @@ NOTE_SPEC: dict[str, Any] = {
 }
 
 
+@pytest.fixture
+def no_celery(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Prepare tasks are recorded, not sent to Celery: the list of the episode ids queued."""
+    queued: list[int] = []
+    monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", queued.append)
+    return queued
+
+
 def note_reads(episode: Any, text: str | None, timeout: float = 30) -> None:
     """Wait, as a person watching the screen would before they submit, until the shell has run the
     typed line: ~/note.txt holds `text` (None: there is no note). Typed keys are in when the step

@@ -21,14 +21,7 @@ from webapp.annotation.services import DemoError, assignment_create, demo_start,
 from webapp.asgi import application
 from webapp.episodes.models import Episode
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    queued: list[int] = []
-    monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", queued.append)
-    return queued
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_celery")]
 
 
 def published_task() -> Any:

@@ -22,14 +22,7 @@ from webapp.episodes.models import Episode
 from webapp.sandboxes.models import Lease, Sandbox
 from webapp.sandboxes.services import host_heartbeat
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def no_celery(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    queued: list[int] = []
-    monkeypatch.setattr("webapp.annotation.services._enqueue_prepare", queued.append)
-    return queued
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_celery")]
 
 
 @override_settings(SANDBOX_HOST_TOKEN="t" * 20)
