@@ -227,3 +227,118 @@ def build_tiny_vlm(
     model.save_pretrained(str(out))
     processor.save_pretrained(str(out))
     return out
+
+
+def build_tiny_qwen2_5_vl(
+    path: str | os.PathLike[str],
+    *,
+    vocab_corpus: Iterable[str] | None = None,
+    seed: int = 0,
+    hidden_size: int = 128,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    min_pixels: int = 56 * 56,
+    max_pixels: int = 28 * 28 * 256,
+    qwen2: bool = False,
+) -> Path:
+    """Build and save a tiny random Qwen2.5-VL (Qwen2-VL with `qwen2=True`) with its processor settings.
+
+    The architecture UI-TARS-1.5, Qwen2.5-VL and OpenCUA checkpoints have: a ViT with 2×2 patch merging and
+    windowed attention, a Qwen2 decoder with multimodal rotary positions. Sized for vLLM's CPU kernels
+    (head size 32: they refuse 16). `min_pixels`/`max_pixels` are part of the checkpoint (its
+    preprocessor_config.json, as Qwen's checkpoints ship it), so every reader resizes screenshots alike:
+    the default cap, 28·28·256 pixels, makes a 1280×720 screenshot 252 image tokens.
+
+    Saved without instantiating the processor class, whose video half needs torchvision, which the
+    project's own environment does not carry: the image processor (the PIL backend, torch-free, the one
+    both the trainer and the engine then use), the tokenizer with its chat template, and the processor
+    class named in both, which `AutoProcessor` (vLLM's environment has torchvision) assembles from them.
+    """
+    torch = _lazy("torch")
+    tfm = _lazy("transformers")
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(vocab_corpus)
+    ids = tokenizer.convert_tokens_to_ids
+    processor_class = "Qwen2VLProcessor" if qwen2 else "Qwen2_5_VLProcessor"
+    head_dim = hidden_size // num_heads
+    if head_dim < 32 or head_dim % 8:
+        raise ValueError(f"head size {head_dim}: vLLM's CPU attention needs >= 32 and a multiple of 8")
+    # Multimodal rotary sections (temporal, height, width) over half the head dimension, as Qwen's 16/24/24
+    # over 64.
+    half = head_dim // 2
+    section = [half // 4, (half - half // 4) // 2, half - half // 4 - (half - half // 4) // 2]
+    text = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": hidden_size,
+        "intermediate_size": hidden_size * 2,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": num_heads,
+        "num_key_value_heads": max(1, num_heads // 2),
+        "max_position_embeddings": 32768,
+        "rope_scaling": {"type": "mrope", "mrope_section": section},
+        "bos_token_id": ids(PAD),
+        "eos_token_id": ids(EOS),
+        "pad_token_id": ids(PAD),
+        "tie_word_embeddings": True,
+    }
+    vision: dict[str, Any] = {
+        "depth": 2,
+        "hidden_size": 64,
+        "num_heads": 2,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "in_channels": 3,
+    }
+    special = {
+        "image_token_id": ids("<|image_pad|>"),
+        "video_token_id": ids("<|video_pad|>"),
+        "vision_start_token_id": ids("<|vision_start|>"),
+        "vision_end_token_id": ids("<|vision_end|>"),
+    }
+    if qwen2:
+        vision.update({"embed_dim": 64, "mlp_ratio": 2, "hidden_size": hidden_size})
+        config = tfm.Qwen2VLConfig(
+            text_config=text, vision_config=vision, **special, tie_word_embeddings=True
+        )
+        model_cls = tfm.Qwen2VLForConditionalGeneration
+    else:
+        vision.update(
+            {
+                "intermediate_size": 128,
+                "out_hidden_size": hidden_size,
+                "window_size": 56,
+                "fullatt_block_indexes": [1],
+            }
+        )
+        config = tfm.Qwen2_5_VLConfig(
+            text_config=text, vision_config=vision, **special, tie_word_embeddings=True
+        )
+        model_cls = tfm.Qwen2_5_VLForConditionalGeneration
+    torch.manual_seed(seed)
+    model = model_cls(config)
+    model.generation_config = _generation_config(tfm, tokenizer)
+    model.save_pretrained(str(out))
+    image_processor_cls = getattr(tfm, "Qwen2VLImageProcessorPil", None) or tfm.Qwen2VLImageProcessor
+    image_processor = image_processor_cls(
+        min_pixels=min_pixels, max_pixels=max_pixels, patch_size=14, merge_size=2
+    )
+    image_processor.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    _name_processor_class(out, processor_class, min_pixels=min_pixels, max_pixels=max_pixels)
+    return out
+
+
+def _name_processor_class(out: Path, processor_class: str, *, min_pixels: int, max_pixels: int) -> None:
+    """Name the processor class in the image processor's and the tokenizer's configs (as Qwen's
+    checkpoints do), and the pixel limits at the top level, where releases before transformers 5 read them."""
+    import json
+
+    for name in ("preprocessor_config.json", "tokenizer_config.json"):
+        file = out / name
+        data = json.loads(file.read_text())
+        data["processor_class"] = processor_class
+        if name == "preprocessor_config.json":
+            data.update({"min_pixels": min_pixels, "max_pixels": max_pixels})
+        file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

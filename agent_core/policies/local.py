@@ -270,7 +270,9 @@ class LocalPolicy(Policy):
             weights, tokenizer_dir = str(self._weights), str(self._tokenizer_dir)
             try:
                 if self.vision:
-                    processor = tfm.AutoProcessor.from_pretrained(tokenizer_dir, local_files_only=True)
+                    from agent_core.policies.qwen_vl import load_processor
+
+                    processor = load_processor(tokenizer_dir)
                     tokenizer = getattr(processor, "tokenizer", processor)
                     model = tfm.AutoModelForImageTextToText.from_pretrained(weights, **kwargs)
                 else:

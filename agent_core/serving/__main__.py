@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.serving.agent import ServerAgent
-from agent_core.serving.engine import Engine, EngineSpec
+from agent_core.serving.engine import Engine, EngineSpec, vision_engine_args
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -31,7 +31,17 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--log-file", type=Path, default=None, help="vLLM's output (else discarded)")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between heartbeats")
-    p.add_argument("--max-model-len", type=int, default=4096)
+    p.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="the engine's context; default: 4096 for a text model, and for a vision-language model what"
+        " --history-images + 1 screenshots at --screen, the prompt and the reply need",
+    )
+    p.add_argument("--screen", default="1920x1080", help="a VLM's screenshots: WxH (the profile's screen)")
+    p.add_argument(
+        "--history-images", type=int, default=3, help="a VLM's earlier screenshots kept per prompt"
+    )
     p.add_argument("--kv-cache-gib", type=int, default=1, help="KV cache of the CPU build, in GiB")
     p.add_argument("--max-loras", type=int, default=4)
     p.add_argument("--max-lora-rank", type=int, default=64)
@@ -55,19 +65,37 @@ def main(argv: list[str] | None = None) -> None:
     args = _args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per heartbeat request says nothing
+    try:
+        width, height = (int(v) for v in args.screen.lower().split("x"))
+    except ValueError:
+        sys.exit(f"--screen: WxH, e.g. 1920x1080, got {args.screen!r}")
+    if args.history_images < 0:
+        sys.exit("--history-images: 0 or more")
+    context, vision_args = vision_engine_args(
+        args.model.resolve(), screen=(width, height), history_images=args.history_images
+    )
+    if context is not None:
+        logging.getLogger(__name__).info(
+            "vision-language model: context %d for %d screenshots at %dx%d; %s",
+            args.max_model_len or context,
+            args.history_images + 1,
+            width,
+            height,
+            " ".join(vision_args),
+        )
     spec = EngineSpec(
         model=args.model.resolve(),
         served_name=args.served_name,
         port=args.port,
         python=args.vllm_python,
         host=args.host,
-        max_model_len=args.max_model_len,
+        max_model_len=args.max_model_len or context or 4096,
         enable_lora=not args.no_lora,
         max_lora_rank=args.max_lora_rank,
         max_loras=args.max_loras,
         kv_cache_gib=args.kv_cache_gib,
         cpu_cores=args.cpu_cores,
-        extra_args=tuple(args.vllm_args),
+        extra_args=(*vision_args, *args.vllm_args),
     )
     agent = ServerAgent(
         Engine(spec, log_path=args.log_file),

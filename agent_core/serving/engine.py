@@ -10,6 +10,7 @@ VLLM_ALLOW_RUNTIME_LORA_UPDATING=True in its environment.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -37,6 +38,30 @@ METRICS = {
     "generation_tokens_total": ("vllm:generation_tokens_total",),
     "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
 }
+
+
+def vision_engine_args(
+    model: Path, *, screen: tuple[int, int], history_images: int, max_new_tokens: int = 512
+) -> tuple[int | None, list[str]]:
+    """For a vision-language checkpoint: the context (--max-model-len) its prompts need, the current
+    screenshot and `history_images` earlier ones at `screen` (W, H) with the prompt text and the reply,
+    and the vLLM arguments that make the engine resize as the checkpoint says (its min/max pixels) and
+    take that many images. (None, []) for a text-only checkpoint."""
+    from agent_core.policies.local import is_vision_model
+    from agent_core.policies.vision import ImageSpec, context_for, image_spec
+
+    if not is_vision_model(model):
+        return None, []
+    spec = image_spec(model) or ImageSpec()
+    images = history_images + 1
+    context = context_for(spec, screen=screen, images=images, max_new_tokens=max_new_tokens)
+    args = [
+        "--mm-processor-kwargs",
+        json.dumps(spec.mm_processor_kwargs()),
+        "--limit-mm-per-prompt",
+        json.dumps({"image": images, "video": 0}),
+    ]
+    return context, args
 
 
 class EngineError(Exception):

@@ -33,6 +33,9 @@ def pick_device(name: str) -> str:
     return name
 
 
+PER_TOKEN = ("mm_token_type_ids", "token_type_ids")
+
+
 class PromptCodec:
     """How a checkpoint's prompts become model inputs, exactly as `LocalPolicy` builds them at rollout
     time: token ids (the text prompt, or the chat template with image tokens), plus the image tensors
@@ -57,7 +60,9 @@ class PromptCodec:
         if self.processor is None:
             return {}
         enc = vision_encoding(self.processor, messages)
-        return {k: v for k, v in enc.items() if k not in ("input_ids", "attention_mask")}
+        # Per-token maps (a Qwen-VL processor's mm_token_type_ids) cover the prompt only; the trainer makes
+        # them over the whole padded sequence (batching.multimodal_inputs).
+        return {k: v for k, v in enc.items() if k not in ("input_ids", "attention_mask", *PER_TOKEN)}
 
     def save(self, directory: Path) -> None:
         (self.processor or self.tokenizer).save_pretrained(str(directory))
@@ -98,7 +103,9 @@ def _load(tfm: Any, torch: Any, path: Path, tokenizer_dir: Path, dtype: str) -> 
     key = "dtype" if _version(tfm.__version__) >= (4, 56) else "torch_dtype"
     kwargs = {"local_files_only": True, key: getattr(torch, dtype)}
     if is_vision_model(path):
-        processor = tfm.AutoProcessor.from_pretrained(str(tokenizer_dir), local_files_only=True)
+        from agent_core.policies.qwen_vl import load_processor
+
+        processor = load_processor(tokenizer_dir)
         if not getattr(processor, "chat_template", None):
             raise TrainingError(f"{path} has no chat template for its processor: its prompts cannot be built")
         tokenizer = getattr(processor, "tokenizer", processor)

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agent_core.policies.local import is_vision_model
 from agent_core.training.sampling import placeholder_ids_in
 from webapp.policies.models import PolicyServer, PolicyVersion
 from webapp.policies.selectors import adapters_wanted
@@ -52,7 +53,9 @@ def served_twin_create(*, local: PolicyVersion, served_name: str | None = None) 
     if local.backend != PolicyVersion.Backend.LOCAL or local.model_dir() is None:
         raise ValueError(f"policy {local.name} is not a local model")
     served_name = served_name or local.name
-    vision = (local.model_dir() / "preprocessor_config.json").exists()  # type: ignore[operator]
+    # Vision as the checkpoint says it: its processor config under either name (transformers 5 writes
+    # processor_config.json, older releases preprocessor_config.json) or a vision_config in config.json.
+    vision = is_vision_model(local.model_dir())  # type: ignore[arg-type]
     config = {**(local.config or {}), "extra_body": {"return_token_ids": True}}
     if not vision:
         config["text_only"] = True

@@ -1,8 +1,9 @@
 """Training a vision-language policy: the same trainers, on the screenshots its prompts carry.
 
-The tiny LLaVA-style VLM (`build_tiny_vlm`) stands in for UI-TARS / Qwen2.5-VL: loaded with
-AutoProcessor + AutoModelForImageTextToText, prompts encoded by the processor's chat template with image
-tokens, exactly as `LocalPolicy` encodes them at rollout time.
+A tiny Qwen2.5-VL (`build_tiny_qwen2_5_vl`), the architecture of UI-TARS-1.5, Qwen2.5-VL and OpenCUA:
+loaded with its processor (agent_core.policies.qwen_vl) + AutoModelForImageTextToText, prompts encoded by
+the chat template with each image's tokens, exactly as `LocalPolicy` encodes them at rollout time, and
+scored with the model's multimodal rotary positions (mm_token_type_ids over prompt and response).
 """
 
 from __future__ import annotations
@@ -56,9 +57,9 @@ def policy_input(colour: str) -> PolicyInput:
 
 @pytest.fixture(scope="module")
 def vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from agent_core.tiny_models import build_tiny_vlm
+    from agent_core.tiny_models import build_tiny_qwen2_5_vl
 
-    return build_tiny_vlm(tmp_path_factory.mktemp("vlm") / "base", vocab_corpus=list(TARGETS.values()))
+    return build_tiny_qwen2_5_vl(tmp_path_factory.mktemp("vlm") / "base", vocab_corpus=list(TARGETS.values()))
 
 
 @pytest.fixture(scope="module")
@@ -122,12 +123,14 @@ def test_the_policy_never_says_an_image_placeholder_and_the_trainer_scores_what_
     policy = LocalPolicy(model_path=vlm, temperature=1.0, seed=5, max_new_tokens=12)
     policy.load()
     model = policy._model
-    (image_id,) = placeholder_ids(model)
+    placeholders = placeholder_ids(model)  # image and video pads
+    image_id = model.config.image_token_id
+    assert image_id in placeholders
     head = model.get_output_embeddings()
     with torch.no_grad():  # the placeholder's row of the output head points along every hidden state
         head.weight[image_id] = head.weight.abs().max() * 50 * torch.sign(head.weight.mean(dim=0))
     out = policy.act(policy_input("red"))
-    assert image_id not in out.token_ids and len(out.token_ids) == 12
+    assert not set(placeholders) & set(out.token_ids) and len(out.token_ids) == 12
     ids = torch.tensor([list(out.prompt_token_ids) + list(out.token_ids)])
     codec, _ = load_policy_model(vlm, device="cpu")
     with torch.no_grad():

@@ -13,12 +13,14 @@ from webapp.policies.services import served_twin_create
 pytestmark = pytest.mark.django_db
 
 
-def local_policy(tmp_path: Path, name: str, config: dict, *, vision: bool) -> PolicyVersion:
+def local_policy(
+    tmp_path: Path, name: str, config: dict, *, vision: bool, processor_file: str = "preprocessor_config.json"
+) -> PolicyVersion:
     model = tmp_path / name
     model.mkdir()
     (model / "config.json").write_text(json.dumps(config))
-    if vision:
-        (model / "preprocessor_config.json").write_text("{}")
+    if vision and processor_file:
+        (model / processor_file).write_text("{}")
     return PolicyVersion.objects.create(name=name, backend="local", model_name=str(model))
 
 
@@ -29,3 +31,16 @@ def test_a_vision_models_twin_never_samples_an_image_placeholder(tmp_path: Path)
     text = local_policy(tmp_path, "text", {"model_type": "llama"}, vision=False)
     twin = served_twin_create(local=text)
     assert twin.config["extra_body"] == {"return_token_ids": True} and twin.config["text_only"]
+
+
+@pytest.mark.parametrize("processor_file", ["processor_config.json", "preprocessor_config.json", ""])
+def test_vision_is_read_off_the_checkpoint_whatever_file_its_transformers_wrote(
+    tmp_path: Path, processor_file: str
+) -> None:
+    """transformers 5 saves processor_config.json, older releases preprocessor_config.json; a Qwen-VL
+    checkpoint says vision in config.json too. Each is served with images, never text_only."""
+    config = {"model_type": "qwen2_5_vl", "image_token_id": 9, "vision_config": {"depth": 1}}
+    vlm = local_policy(tmp_path, "vlm", config, vision=True, processor_file=processor_file)
+    twin = served_twin_create(local=vlm)
+    assert "text_only" not in twin.config
+    assert twin.config["extra_body"]["logit_bias"] == {"9": -100}
