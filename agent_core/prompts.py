@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent_core.actions.coords import COORD_SPACES
+from agent_core.actions.coords import parse_space
 from agent_core.actions.grammar import SDK_ACTIONS, STYLES, WAIT_SECONDS, platform_actions
 
 _BOX = "start_box='<|box_start|>(x1,y1)<|box_end|>'"
@@ -121,8 +121,7 @@ def system_prompt(
 ) -> str:
     """The system prompt for `platform` ("desktop", "browser" or "mobile") in the UI-TARS format; with
     `tools` ({server, name, description, input_schema} each), a section listing them and mcp_call."""
-    if coords not in COORD_SPACES:
-        raise ValueError(f"unknown coordinate space {coords!r}; valid: {', '.join(COORD_SPACES)}")
+    parse_space(coords)  # ValueError naming a bad space
     tool_section = tools_section(tools)
     # raises ValueError for a bad platform
     space = "\n".join(action_lines(platform, sdk=sdk, style=style, mcp=bool(tools)))

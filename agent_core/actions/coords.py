@@ -3,7 +3,9 @@
 A model names a point in one of three spaces (`COORD_SPACES`):
 
 * ``smart_resize`` — pixels of the image the model saw: the screenshot resized by `smart_resize`
-  (Qwen2-VL / UI-TARS-1.5). Its extent is (W', H') = smart_resize of the screen.
+  (Qwen2-VL / UI-TARS-1.5). Its extent is (W', H') = smart_resize of the screen. A checkpoint whose
+  processor resizes within other pixel limits names them: ``smart_resize:<min_pixels>:<max_pixels>``
+  (`agent_core.policies.vision.ImageSpec.coord_space`); bare ``smart_resize`` is qwen-vl-utils' limits.
 * ``relative`` — 0–1000 on each axis of the screen (UI-TARS-1.0, many other VLMs). Extent (1000, 1000).
 * ``absolute`` — screen pixels. Extent (W, H).
 
@@ -91,15 +93,41 @@ def _check_screen(screen: tuple[int, int]) -> tuple[int, int]:
     return width, height
 
 
+def parse_space(space: str) -> tuple[str, int, int]:
+    """(name, min_pixels, max_pixels) of a coordinate space; ValueError naming what is wrong."""
+    if space in COORD_SPACES:
+        return space, MIN_PIXELS, MAX_PIXELS
+    name, _, limits = str(space).partition(":")
+    if name == "smart_resize" and limits:
+        low, _, high = limits.partition(":")
+        if low.isdigit() and high.isdigit() and 0 < int(low) <= int(high):
+            return name, int(low), int(high)
+        raise ValueError(
+            f"coordinate space {space!r}: need smart_resize:<min_pixels>:<max_pixels>, 0 < min <= max"
+        )
+    raise ValueError(
+        f"unknown coordinate space {space!r}; valid: {', '.join(COORD_SPACES)}, smart_resize:<min>:<max>"
+    )
+
+
+def is_space(space: object) -> bool:
+    """Whether `space` names a coordinate space."""
+    try:
+        parse_space(space)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
 def _check_space(space: str) -> None:
-    if space not in COORD_SPACES:
-        raise ValueError(f"unknown coordinate space {space!r}; valid: {', '.join(COORD_SPACES)}")
+    parse_space(space)
 
 
 @lru_cache(maxsize=64)
 def _extent(width: int, height: int, space: str) -> tuple[int, int]:
-    if space == "smart_resize":
-        h_bar, w_bar = smart_resize(height, width)
+    name, low, high = parse_space(space)
+    if name == "smart_resize":
+        h_bar, w_bar = smart_resize(height, width, min_pixels=low, max_pixels=high)
         return w_bar, h_bar
     if space == "relative":
         return RELATIVE_EXTENT, RELATIVE_EXTENT

@@ -13,7 +13,7 @@ import reprlib
 from typing import Any
 
 from agent_core.actions import model as A
-from agent_core.actions.coords import COORD_SPACES, from_screen, to_screen
+from agent_core.actions.coords import from_screen, parse_space, to_screen
 from agent_core.actions.grammar import (
     SIGNATURES,
     ActionParseError,
@@ -36,8 +36,7 @@ def response_to_json(
     """The JSON form of a response; coordinates in `coords` (screen pixels unless told otherwise)."""
     if coords != "absolute" and screen is None:
         raise ValueError(f"coords={coords!r} needs screen=(width, height)")
-    if coords not in COORD_SPACES:
-        raise ValueError(f"unknown coordinate space {coords!r}; valid: {', '.join(COORD_SPACES)}")
+    parse_space(coords)  # ValueError naming a bad space
     out_actions = []
     for action in parsed.actions:
         data = A.action_to_dict(action)

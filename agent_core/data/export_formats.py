@@ -41,7 +41,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agent_core import actions as A
-from agent_core.actions.coords import COORD_SPACES
+from agent_core.actions.coords import COORD_SPACES, is_space
 from agent_core.actions.grammar import format_action, format_response
 from agent_core.actions.pyautogui_code import format_pyautogui
 from agent_core.flywheel import StepView, TrajectoryView
@@ -77,8 +77,10 @@ class ExportOptions:
 
     def check(self) -> None:
         """Raise ExportError for an option out of range."""
-        if self.coords not in COORD_SPACES:
-            raise ExportError(f"unknown coords {self.coords!r}; valid: {', '.join(COORD_SPACES)}")
+        if not is_space(self.coords):
+            raise ExportError(
+                f"unknown coords {self.coords!r}; valid: {', '.join(COORD_SPACES)}, smart_resize:<min>:<max>"
+            )
         for name, low in (("last_n", 0), ("shard_records", 1), ("row_group_records", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:

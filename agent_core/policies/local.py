@@ -246,6 +246,10 @@ class LocalPolicy(Policy):
         self.dtype = dtype
         self.seed = seed
         self.vision = is_vision_model(self._weights)
+        if self.vision:  # the model clicks in the space its processor resizes screenshots into
+            from agent_core.policies.vision import checkpoint_coords
+
+            self.coords = checkpoint_coords(self._tokenizer_dir, self.coords)
         self._model: Any = None
         self._processor: Any = None
         self._tokenizer: Any = None

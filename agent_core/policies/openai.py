@@ -262,6 +262,7 @@ class OpenAIPolicy(Policy):
         extra_body: Mapping[str, Any] | None = None,
         text_only: bool = False,
         max_new_tokens: int | None = None,
+        seed: int | None = None,
     ) -> None:
         if not base_url or not model:
             raise PolicyError("openai policy: base_url and model are required")
@@ -289,6 +290,12 @@ class OpenAIPolicy(Policy):
         """A text-only model: its prompt is rendered as the local policy renders it (each image as
         "[screenshot WxH]", the observation's accessibility text after the last one), so the engine and
         an in-process model (and a trainer rebuilding the prompt) read the same tokens."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise PolicyError(f"openai policy: seed must be a whole number >= 0, got {seed!r}")
+        self.seed = seed
+        """As the local policy's: a policy made with a seed draws the same sequence again. Request n of
+        this policy asks the engine for seed + n (vLLM seeds that request's sampler with it)."""
+        self._requests = 0
         self._api_key = api_key
         self._client: httpx.Client | None = None
 
@@ -320,6 +327,9 @@ class OpenAIPolicy(Policy):
             body["logprobs"] = True
             if self.top_logprobs is not None:
                 body["top_logprobs"] = self.top_logprobs
+        if self.seed is not None:
+            body["seed"] = (self.seed + self._requests) % 2**31
+            self._requests += 1
         body.update(_jsonable(self.extra_body))
         return body
 

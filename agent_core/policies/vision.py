@@ -61,6 +61,10 @@ class ImageSpec:
         w, h = self.resized(width, height)
         return (w // self.factor) * (h // self.factor)
 
+    def coord_space(self) -> str:
+        """The coordinate space a model with these limits clicks in (agent_core.actions.coords)."""
+        return f"smart_resize:{self.min_pixels}:{self.max_pixels}"
+
     def mm_processor_kwargs(self) -> dict[str, int]:
         """The limits as vLLM's --mm-processor-kwargs: the engine resizes as the checkpoint says."""
         return {"min_pixels": self.min_pixels, "max_pixels": self.max_pixels}
@@ -123,3 +127,12 @@ def context_for(
     per_image = spec.image_tokens(*screen) + IMAGE_WRAP_TOKENS
     need = images * per_image + text_tokens + max_new_tokens
     return int(math.ceil(need / multiple) * multiple)
+
+
+def checkpoint_coords(model_dir: str | Path, coords: str) -> str:
+    """The coordinate space a policy on this checkpoint means: a bare `smart_resize` becomes the
+    checkpoint's own limits where its processor config names them (else it stays as given)."""
+    if coords != "smart_resize":
+        return coords
+    spec = image_spec(model_dir)
+    return spec.coord_space() if spec is not None else coords

@@ -505,3 +505,22 @@ def test_a_text_only_model_gets_the_prompt_the_local_policy_renders() -> None:
     # Without text_only the images go as they are.
     plain = OpenAIPolicy(base_url="http://h/v1", model="m").request_body(inp)
     assert plain["messages"][1]["content"][1]["type"] == "image_url" and plain["max_tokens"] == 512
+
+
+def test_a_seeded_policy_asks_each_request_for_the_next_seed_and_a_remade_one_for_the_same(
+    server: FakeServer,
+) -> None:
+    """A local policy's config with `seed` serves as it is (a served twin copies it): request n asks
+    the engine for seed + n, so the same policy made again draws the same sequence; retries keep theirs."""
+    for _ in range(2):
+        policy = make(server, seed=41)
+        policy.act(policy_input())
+        policy.act(policy_input())
+        policy.close()
+    assert [r["seed"] for r in server.requests] == [41, 42, 41, 42]
+    unseeded = make(server)
+    unseeded.act(policy_input())
+    assert "seed" not in server.requests[-1]
+    for bad in (-1, 1.5, True, "7"):
+        with pytest.raises(PolicyError, match="seed must be a whole number"):
+            make(server, seed=bad)

@@ -90,3 +90,45 @@ def test_the_context_fits_the_history_screenshots_the_prompt_and_the_reply() -> 
     assert context_for(spec, screen=(1280, 720), images=3) > 4096
     with pytest.raises(ValueError):
         context_for(spec, screen=(1280, 720), images=-1)
+
+
+def test_a_policy_on_the_checkpoint_clicks_in_the_space_its_processor_resizes_into(tiny_qwen: Path) -> None:
+    from agent_core.actions.coords import model_size, to_screen
+    from agent_core.policies.local import LocalPolicy
+    from agent_core.policies.vision import checkpoint_coords
+
+    policy = LocalPolicy(model_path=tiny_qwen)
+    assert policy.coords == "smart_resize:3136:200704" == checkpoint_coords(tiny_qwen, "smart_resize")
+    assert checkpoint_coords(tiny_qwen, "relative") == "relative"  # a space the config names stays
+    # 1280x720 is seen as 588x336 at this cap: the model's (294, 168) is the screen's centre, where the
+    # qwen-vl-utils limits (1288x728) would put it at the top-left quarter.
+    assert model_size(screen=(1280, 720), space=policy.coords) == (588, 336)
+    assert to_screen(294, 168, screen=(1280, 720), space=policy.coords) == (640, 360)
+    assert to_screen(294, 168, screen=(1280, 720), space="smart_resize") == (292, 166)
+    with pytest.raises(ValueError, match="smart_resize:<min_pixels>:<max_pixels>"):
+        model_size(screen=(1280, 720), space="smart_resize:9:x")
+
+
+def test_a_tiny_qwen2_vl_trains_on_its_images_too(tmp_path: Path) -> None:
+    import torch
+
+    from agent_core.tiny_models import build_tiny_qwen2_5_vl
+    from agent_core.training.batching import token_logprobs
+    from agent_core.training.model_io import load_policy_model
+    from tests.agent_core.training.test_vlm_training import messages
+
+    model_dir = build_tiny_qwen2_5_vl(tmp_path / "q2", qwen2=True)
+    codec, model = load_policy_model(model_dir, device="cpu")
+    assert (
+        type(model).__name__ == "Qwen2VLForConditionalGeneration"
+        and codec.processor.name == "Qwen2VLProcessor"
+    )
+    scores = []
+    for colour in ("red", "blue"):
+        prompt = codec.prompt_ids(messages(colour), None)
+        response = codec.tokenizer("Action: wait()", add_special_tokens=False)["input_ids"]
+        ids = torch.tensor([prompt + response])
+        with torch.no_grad():
+            lp, _ = token_logprobs(model, ids, torch.ones_like(ids), images=codec.images(messages(colour)))
+        scores.append(lp[0, -len(response) :])
+    assert float((scores[0] - scores[1]).abs().max()) > 1e-4  # the image reaches the model

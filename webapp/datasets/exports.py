@@ -25,7 +25,7 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agent_core.actions.coords import COORD_SPACES
+from agent_core.actions.coords import COORD_SPACES, is_space
 from agent_core.data.export import ExportOptions, export_trajectories
 from agent_core.flywheel import TrajectoryView, Verdict
 from webapp.common.params import parse_whole
@@ -88,9 +88,10 @@ def export_options_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
                 raise DatasetError(f"option {name} must be a whole number from {low} to {high}, not {shown}")
             out[name] = number
     if "coords" in raw:
-        if raw["coords"] not in COORD_SPACES:
+        if not isinstance(raw["coords"], str) or not is_space(raw["coords"]):
             raise DatasetError(
-                f"option coords must be one of {', '.join(COORD_SPACES)}, not {raw['coords']!r}"
+                f"option coords must be one of {', '.join(COORD_SPACES)} or smart_resize:<min_pixels>:"
+                f"<max_pixels>, not {raw['coords']!r}"
             )
         out["coords"] = raw["coords"]
     return out

@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agent_core.policies.local import is_vision_model
+from agent_core.policies.vision import checkpoint_coords
 from agent_core.training.sampling import placeholder_ids_in
 from webapp.policies.models import PolicyServer, PolicyVersion
 from webapp.policies.selectors import adapters_wanted
@@ -60,6 +61,7 @@ def served_twin_create(*, local: PolicyVersion, served_name: str | None = None) 
     if not vision:
         config["text_only"] = True
     else:  # the server never samples an image placeholder either (the local policy does not)
+        config["coords"] = checkpoint_coords(local.model_dir(), str(config.get("coords", "smart_resize")))  # type: ignore[arg-type]
         banned = placeholder_ids_in(_model_config(local.model_dir()))  # type: ignore[arg-type]
         if banned:
             config["extra_body"]["logit_bias"] = {str(i): -100 for i in banned}

@@ -44,3 +44,6 @@ def test_vision_is_read_off_the_checkpoint_whatever_file_its_transformers_wrote(
     twin = served_twin_create(local=vlm)
     assert "text_only" not in twin.config
     assert twin.config["extra_body"]["logit_bias"] == {"9": -100}
+    # Its clicks are read in the space its processor resizes into (transformers' limits when the file
+    # names none); without a processor file the space stays as the config says.
+    assert twin.config["coords"] == ("smart_resize:3136:1003520" if processor_file else "smart_resize")
