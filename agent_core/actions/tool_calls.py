@@ -39,6 +39,8 @@ import re
 import reprlib
 from collections.abc import Callable, Mapping
 
+import json5
+
 from agent_core.actions import model as A
 from agent_core.actions.grammar import (
     WAIT_SECONDS,
@@ -305,10 +307,15 @@ def _calls(data: object) -> tuple[list[Call], str]:
 
 
 def _decode(body: str, what: str) -> object:
+    """The JSON value of a call's text. Strict JSON first; then JSON5, as Qwen's own agent code
+    (qwen-agent) falls back to it: single-quoted strings, trailing commas, unquoted keys."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:
-        raise ActionParseError(f"{what}: not valid JSON: {str(exc)[:120]}") from None
+        try:
+            data = json5.loads(body)
+        except (ValueError, RecursionError, TypeError, IndexError):
+            raise ActionParseError(f"{what}: not valid JSON: {str(exc)[:120]}") from None
     if too_deep(data):
         raise ActionParseError(f"{what}: JSON nests deeper than {MAX_JSON_DEPTH} levels")
     return data

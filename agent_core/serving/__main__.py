@@ -61,19 +61,23 @@ def _token(args: argparse.Namespace) -> str:
     return token
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = _args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per heartbeat request says nothing
+def engine_spec(args: argparse.Namespace) -> EngineSpec:
+    """The engine the arguments ask for; a vision-language checkpoint gets the context, pixel limits and
+    image count its prompts need unless --max-model-len says otherwise. SystemExit on a bad argument."""
     try:
         width, height = (int(v) for v in args.screen.lower().split("x"))
     except ValueError:
         sys.exit(f"--screen: WxH, e.g. 1920x1080, got {args.screen!r}")
+    if width <= 0 or height <= 0:
+        sys.exit(f"--screen: WxH, both positive, got {args.screen!r}")
     if args.history_images < 0:
         sys.exit("--history-images: 0 or more")
-    context, vision_args = vision_engine_args(
-        args.model.resolve(), screen=(width, height), history_images=args.history_images
-    )
+    try:
+        context, vision_args = vision_engine_args(
+            args.model.resolve(), screen=(width, height), history_images=args.history_images
+        )
+    except ValueError as exc:  # VisionConfigError: the checkpoint's processor config, named
+        sys.exit(f"--model: {exc}")
     if context is not None:
         logging.getLogger(__name__).info(
             "vision-language model: context %d for %d screenshots at %dx%d; %s",
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
             height,
             " ".join(vision_args),
         )
-    spec = EngineSpec(
+    return EngineSpec(
         model=args.model.resolve(),
         served_name=args.served_name,
         port=args.port,
@@ -97,6 +101,13 @@ def main(argv: list[str] | None = None) -> None:
         cpu_cores=args.cpu_cores,
         extra_args=(*vision_args, *args.vllm_args),
     )
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per heartbeat request says nothing
+    spec = engine_spec(args)
     agent = ServerAgent(
         Engine(spec, log_path=args.log_file),
         name=args.name,

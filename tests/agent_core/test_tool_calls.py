@@ -297,3 +297,57 @@ def test_bad_options_are_programmer_errors():
         parse_tool_calls(json.dumps(CALL), screen=FHD, platform="tv")
     with pytest.raises(ActionParseError, match="must be text"):
         parse_tool_calls(CALL, screen=FHD)  # type: ignore[arg-type]
+
+
+def _json5_form(value: object) -> str:
+    """`value` written as a model sometimes writes it: single-quoted strings, a trailing comma after
+    every object and array, keys left bare where they are identifiers (what qwen-agent's json5 reads)."""
+    if isinstance(value, dict):
+        items = [f"{k if k.isidentifier() else _json5_form(k)}: {_json5_form(v)}" for k, v in value.items()]
+        return "{" + ", ".join(items) + ",}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_json5_form(v) for v in value) + ",]"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+    return json.dumps(value)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_POINT = st.tuples(st.integers(0, 1919), st.integers(0, 1079)).map(list)
+_ARGS = st.one_of(
+    st.fixed_dictionaries({"action": st.just("left_click"), "coordinate": _POINT}),
+    st.fixed_dictionaries({"action": st.just("double_click"), "coordinate": _POINT}),
+    st.fixed_dictionaries({"action": st.just("type"), "text": st.text(max_size=40)}),
+    st.fixed_dictionaries(
+        {
+            "action": st.just("key"),
+            "keys": st.lists(st.sampled_from(["ctrl", "alt", "c", "enter"]), min_size=1, max_size=3),
+        }
+    ),
+    st.fixed_dictionaries({"action": st.just("wait"), "time": st.integers(0, 5)}),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(args=_ARGS)
+def test_single_quoted_trailing_comma_json_reads_as_the_strict_json_does(args):
+    """Qwen's own agent code reads tool-call JSON with json5 after json: so does the platform, and the
+    forms it tolerates give exactly the actions strict JSON gives."""
+    call = {"name": "computer_use", "arguments": args}
+    strict = parse_output(
+        f"<tool_call>{json.dumps(call)}</tool_call>",
+        fmt="tool_calls",
+        screen=FHD,
+        coords="absolute",
+        platform="desktop",
+    )
+    loose = parse_output(
+        f"<tool_call>{_json5_form(call)}</tool_call>",
+        fmt="tool_calls",
+        screen=FHD,
+        coords="absolute",
+        platform="desktop",
+    )
+    assert loose.actions == strict.actions
