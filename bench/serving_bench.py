@@ -18,6 +18,12 @@ same rollout batch (the same MiniWoB tasks and seeds on the same browser sandbox
     over both (base_urls), and while the batch runs each engine in turn is restarted on a copy of the
     weights; the policy's failover must carry the requests of the engine that went away.
 
+With --vision the policy is a tiny Qwen2.5-VL (agent_core.tiny_models), taught on the demonstrations'
+screenshots, reading the current screenshot and --history-images earlier ones; the engine is sized as
+`python -m agent_core.serving` sizes it (serving.engine.vision_engine_args), the requests carry the
+images (not text_only), and after (b) the trainer re-scores the engine's sampled tokens of up to 12
+turns with the same screenshots: the engine/trainer log-prob gap. Parts (c) and (d) are text-only here.
+
 Figures per batch: episodes/min, step latency (policy turn + action), policy-turn latency, generated
 tokens/s (from the token ids the policy returned), and (b)/(a). Exits 1 when (c) or (d) lost a step
 (a failed policy turn ends its episode) or the adapter did not load.
@@ -51,6 +57,7 @@ from serving_parts import (  # noqa: E402
     engine_version,
     figures,
     free_port,
+    logprob_gap,
     lost_steps,
     make_adapter,
     pct,
@@ -64,12 +71,15 @@ from serving_parts import (  # noqa: E402
 from agent_core.policies import make_policy  # noqa: E402
 from agent_core.policies.base import Policy  # noqa: E402
 from agent_core.policies.openai import SERVERS  # noqa: E402
-from agent_core.serving.engine import Engine, EngineError, EngineSpec  # noqa: E402
+from agent_core.serving.engine import Engine, EngineError, EngineSpec, vision_engine_args  # noqa: E402
 from agent_core.suites import miniwob as suite  # noqa: E402
+from agent_core.training.sampling import placeholder_ids_in  # noqa: E402
 from agent_core.training.tiny_policy import POLICY_CONFIG  # noqa: E402
 from sandbox_workers.local_rollouts import BrowserPool  # noqa: E402
 
 SERVED = "tiny-policy"
+SCREEN = (1280, 720)
+"""The browser sandboxes' screen (what a VLM engine is sized for)."""
 ADAPTER = "tiny-policy-lora"
 
 
@@ -90,11 +100,24 @@ class Setup:
         self, policy_for: Callable[[int], Policy], keep_going: Callable[[], bool] | None = None
     ) -> Batch:
         return Batch(
-            self.pool, self.specs, self.jobs, policy_for, max_steps=self.args.max_steps, keep_going=keep_going
+            self.pool,
+            self.specs,
+            self.jobs,
+            policy_for,
+            max_steps=self.args.max_steps,
+            keep_going=keep_going,
+            history_images=self.args.history_images,
         )
 
     def start_engine(self, model: Path, env: dict[str, str] | None = None) -> Engine:
-        """A vLLM server for `model` under SERVED, started and healthy (kept in `engines` to stop)."""
+        """A vLLM server for `model` under SERVED, started and healthy (kept in `engines` to stop); a
+        vision-language model's sized for its screenshots as `python -m agent_core.serving` sizes it."""
+        context, vision_args = vision_engine_args(
+            model,
+            screen=SCREEN,
+            history_images=self.args.history_images,
+            max_new_tokens=self.args.max_new_tokens,
+        )
         spec = EngineSpec(
             model=model,
             served_name=SERVED,
@@ -103,6 +126,8 @@ class Setup:
             max_loras=2,
             dtype=self.args.engine_dtype,
             env=env or {},
+            max_model_len=context or 4096,
+            extra_args=tuple(vision_args),
         )
         engine = Engine(spec, log_path=self.work / "logs" / f"vllm-{spec.port}-{len(self.engines)}.log")
         self.engines.append(engine)
@@ -111,21 +136,33 @@ class Setup:
         return engine
 
     def remote(self, urls: list[str], model: str, recorder: Recorder, thread: int) -> Metered:
+        extra: dict[str, Any] = {"return_token_ids": True}
+        if self.args.vision:  # as a served twin asks: the image placeholders are never sampled
+            config = json.loads((self.model / "config.json").read_text())
+            extra["logit_bias"] = {str(i): -100 for i in placeholder_ids_in(config)}
         policy = make_policy(
             "openai",
             base_url=urls[0],
             base_urls=urls[1:],
             model=model,
-            text_only=True,
-            extra_body={"return_token_ids": True},
+            text_only=not self.args.vision,
+            extra_body=extra,
             **self.sampling,
         )
         return Metered(policy, recorder, thread)
 
 
+def recorder(s: Setup, keep_samples: int = 0) -> Recorder:
+    image_id = None
+    if s.args.vision:
+        config = json.loads((s.model / "config.json").read_text())
+        image_id = config.get("image_token_id")
+    return Recorder(image_token_id=image_id, keep_samples=keep_samples)
+
+
 def part_local(s: Setup) -> dict[str, Any]:
     """(a) the policy in this process, one model per environment thread (as LocalRolloutSource runs it)."""
-    rec = Recorder()
+    rec = recorder(s)
     policies = [make_policy("local", model_path=str(s.model), **s.sampling) for _ in range(s.args.envs)]
     for p in policies:
         warm_up(p)
@@ -136,15 +173,18 @@ def part_local(s: Setup) -> dict[str, Any]:
 
 
 def part_engine(s: Setup, engine: Engine) -> dict[str, Any]:
-    """(b) the same weights and batch, served by the engine."""
-    rec = Recorder()
+    """(b) the same weights and batch, served by the engine (a VLM's gap to the trainer measured after)."""
+    rec = recorder(s, keep_samples=12 if s.args.vision else 0)
     policies = [s.remote([engine.spec.base_url], SERVED, rec, i) for i in range(s.args.envs)]
     for p in policies:
         warm_up(p.inner)
     batch = s.batch(lambda i: policies[i]).run()
     for p in policies:
         p.close()
-    return figures(batch, rec.turns())
+    out = figures(batch, rec.turns())
+    if s.args.vision:
+        out["gap"] = logprob_gap(s.model, rec.turns())
+    return out
 
 
 def part_lora(s: Setup, engine: Engine) -> dict[str, Any]:
@@ -307,6 +347,8 @@ def parse_args() -> argparse.Namespace:
         help="VLLM_CPU_OMP_THREADS_BIND of the second engine in (d) (default: the last core, which the "
         "first engine's 'auto' leaves free; empty: auto)",
     )
+    ap.add_argument("--vision", action="store_true", help="a tiny Qwen2.5-VL reading screenshots")
+    ap.add_argument("--history-images", type=int, default=3, help="earlier screenshots per prompt (--vision)")
     ap.add_argument("--json", default="", help="also write the figures to this file")
     ap.add_argument("--workdir", default="", help="keep models, adapter and engine logs here")
     args = ap.parse_args()
@@ -336,7 +378,8 @@ def header(args: argparse.Namespace, n_tasks: int, n_jobs: int) -> None:
     )
     print(
         f"engine: {engine_version(args.vllm_python)} from {args.vllm_python} (--dtype {args.engine_dtype}, "
-        f"--enable-lora; OpenAIPolicy text_only, return_token_ids)"
+        f"--enable-lora; OpenAIPolicy {'with the screenshots' if args.vision else 'text_only'}, "
+        "return_token_ids)"
     )
 
 
@@ -359,6 +402,8 @@ def run_parts(s: Setup) -> dict[str, Any]:
         print(f"[engine] vLLM started and healthy in {res['seconds']['engine_start']:.0f} s", flush=True)
     if "b" in s.args.parts:
         timed("b", "engine batch", lambda: part_engine(s, s.engines[0]))
+        if "gap" in res["b"]:
+            res["gap"] = res["b"].pop("gap")
     if "c" in s.args.parts:
         timed("c", "LoRA hot-load batch (with building the adapter)", lambda: part_lora(s, s.engines[0]))
     if "d" in s.args.parts:
@@ -392,7 +437,7 @@ def main() -> int:
             what = "given"
         else:
             s.model, what = tiny_policy(
-                pool, specs, work / "policy", demos=args.demos, sft_steps=args.sft_steps
+                pool, specs, work / "policy", demos=args.demos, sft_steps=args.sft_steps, vision=args.vision
             )
         print(f"policy: {s.model} ({what}; {time.monotonic() - t0:.0f} s); {sampling}", flush=True)
         res = run_parts(s)

@@ -41,14 +41,21 @@ class Turn:
     server: str = ""
     attempts: int = 1
     error: str = ""
+    image_tokens: int = 0
+    """The prompt's image tokens (a vision-language model's expanded image placeholders)."""
+    sample: tuple[Any, ...] | None = None
+    """(messages, prompt ids, sampled ids, log-probs) of the turn, kept when the recorder asks (the
+    engine/trainer log-prob gap is computed from them)."""
 
 
 class Recorder:
     """Every turn of a batch, from all its threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, image_token_id: int | None = None, keep_samples: int = 0) -> None:
         self._turns: list[Turn] = []
         self._lock = threading.Lock()
+        self.image_token_id = image_token_id
+        self.keep_samples = keep_samples
 
     def add(self, turn: Turn) -> None:
         with self._lock:
@@ -57,6 +64,39 @@ class Recorder:
     def turns(self) -> list[Turn]:
         with self._lock:
             return list(self._turns)
+
+
+def logprob_gap(model_dir: Path, turns: Sequence[Turn]) -> dict[str, Any]:
+    """The trainer's log-probs of the engine's sampled tokens (the prompt rebuilt from the turn's
+    messages, images included) against the engine's: mean and max per token, and the turns whose
+    rebuilt prompt ids differ from the engine's (never scored: their gap would mean nothing)."""
+    import torch
+
+    from agent_core.training.batching import token_logprobs
+    from agent_core.training.model_io import load_policy_model
+
+    codec, model = load_policy_model(model_dir, device="cpu")
+    gaps: list[float] = []
+    differ = 0
+    for t in turns:
+        if t.sample is None:
+            continue
+        messages, prompt, sampled, engine_lps = t.sample
+        if not sampled:
+            continue
+        if codec.prompt_ids(messages, None) != list(prompt):
+            differ += 1
+            continue
+        ids = torch.tensor([list(prompt) + list(sampled)])
+        with torch.no_grad():
+            lp, _ = token_logprobs(model, ids, torch.ones_like(ids), images=codec.images(messages))
+        gaps += [abs(a - b) for a, b in zip(lp[0, -len(sampled) :].tolist(), engine_lps, strict=True)]
+    return {
+        "turns_scored": sum(1 for t in turns if t.sample is not None) - differ,
+        "rebuild_differs": differ,
+        "gap_mean": round(sum(gaps) / len(gaps), 6) if gaps else None,
+        "gap_max": round(max(gaps), 6) if gaps else None,
+    }
 
 
 class Metered(Policy):
@@ -71,6 +111,20 @@ class Metered(Policy):
 
     def reset(self, ctx: EpisodeContext) -> None:
         self.inner.reset(ctx)
+
+    def _sample(self, inp: PolicyInput, out: PolicyOutput) -> tuple[Any, ...] | None:
+        if not self.recorder.keep_samples or not out.prompt_token_ids or not out.logprobs:
+            return None
+        with self.recorder._lock:
+            kept = sum(1 for t in self.recorder._turns if t.sample is not None)
+        if kept >= self.recorder.keep_samples:
+            return None
+        return (
+            list(inp.messages),
+            tuple(out.prompt_token_ids),
+            tuple(out.token_ids or ()),
+            tuple(out.logprobs),
+        )
 
     def act(self, inp: PolicyInput) -> PolicyOutput:
         t0 = time.monotonic()
@@ -89,6 +143,10 @@ class Metered(Policy):
                 model=str(meta.get("model") or ""),
                 server=str(meta.get("server") or ""),
                 attempts=int(meta.get("attempts") or 1),
+                image_tokens=list(out.prompt_token_ids or ()).count(self.recorder.image_token_id)
+                if self.recorder.image_token_id is not None
+                else 0,
+                sample=self._sample(inp, out),
             )
         )
         return out
@@ -138,9 +196,11 @@ class Batch:
         *,
         max_steps: int,
         keep_going: Callable[[], bool] | None = None,
+        history_images: int = 3,
     ) -> None:
         self.pool, self.specs, self.jobs = pool, specs, list(jobs)
         self.policy_for, self.max_steps, self.keep_going = policy_for, max_steps, keep_going
+        self.history_images = history_images
         self.episodes: list[Episode] = []
         self.wall = 0.0
         self._next = 0
@@ -195,7 +255,7 @@ class Batch:
 
     def _episode(self, thread: int, env: Any, job: Job) -> Episode:
         """One episode; an environment failure is run again once, a policy failure ends it as lost."""
-        config = AgentConfig(max_steps=self.max_steps, episodic_k=0)
+        config = AgentConfig(max_steps=self.max_steps, episodic_k=0, history_images=self.history_images)
         error = ""
         for _attempt in range(2):
             t0 = time.monotonic()
@@ -238,6 +298,7 @@ def figures(batch: Batch, turns: Sequence[Turn]) -> dict[str, Any]:
         "turns": len(ok),
         "tokens": tokens,
         "tokens_per_s": round(tokens / wall, 1),
+        "image_tokens_per_turn": round(sum(t.image_tokens for t in ok) / max(1, len(ok)), 1),
         "step_p50_s": pct(step_s, 0.5),
         "step_p95_s": pct(step_s, 0.95),
         "turn_p50_s": pct([t.seconds for t in ok], 0.5),
@@ -300,7 +361,13 @@ DEMO_SEED_BASE = 20_000
 
 
 def tiny_policy(
-    pool: BrowserPool, specs: dict[str, TaskSpec], work: Path, *, demos: int, sft_steps: int
+    pool: BrowserPool,
+    specs: dict[str, TaskSpec],
+    work: Path,
+    *,
+    demos: int,
+    sft_steps: int,
+    vision: bool = False,
 ) -> tuple[Path, str]:
     """(model directory, what it is) of the tiny policy: built from a config with its tokenizer trained
     on the oracle's demonstrations of the tasks, then SFT on them for `sft_steps` (0: random weights,
@@ -326,7 +393,12 @@ def tiny_policy(
             examples += exs
             texts += [prepared.instruction, *(s.observation.a11y or "" for s in outcome.steps)]
             texts += [e.response for e in exs]
-    base = build_tiny_policy(work / "base", corpus=texts, seed=0)
+    if vision:  # a tiny Qwen2.5-VL, taught on the demonstrations' screenshots
+        from agent_core.tiny_models import build_tiny_qwen2_5_vl
+
+        base = build_tiny_qwen2_5_vl(work / "base", vocab_corpus=texts, seed=0)
+    else:
+        base = build_tiny_policy(work / "base", corpus=texts, seed=0)
     if sft_steps <= 0 or not examples:
         return base, f"random weights (tokenizer from {len(examples)} oracle demonstration turns)"
     cfg = validate_config(
@@ -392,6 +464,16 @@ def report_compare(res: dict[str, Any]) -> None:
     for key in ("a", "b"):
         if key in res and res[key]["errors"]:
             print(f"({key}) lost episodes: {res[key]['errors']}")
+    for key in ("a", "b"):
+        if key in res and res[key].get("image_tokens_per_turn"):
+            print(f"({key}) image tokens per turn (mean): {res[key]['image_tokens_per_turn']}")
+    if "gap" in res:
+        g = res["gap"]
+        print(
+            f"(b) engine vs trainer log-probs of the sampled tokens over {g['turns_scored']} turns: mean "
+            f"{g['gap_mean']}, max {g['gap_max']} nats/token; rebuilt prompt ids differ in "
+            f"{g['rebuild_differs']} turns"
+        )
 
 
 def report_lora(c: dict[str, Any]) -> None:

@@ -48,3 +48,28 @@ def test_the_serving_bench_compares_in_process_with_the_engine_and_hot_loads_an_
     assert lora["steps_by_model"].get("tiny-policy-lora", 0) > 0
     assert res["lost"] == {"c": 0}
     assert "steps lost: 0" in out.stdout
+
+
+def test_the_serving_bench_runs_a_vision_language_policy_on_screenshots_both_ways(tmp_path):
+    """--vision: a tiny Qwen2.5-VL reading the screenshots (three in its history) in-process and on the
+    engine, and the trainer re-scoring the engine's samples with the same images (the gap is printed)."""
+    figures_path = tmp_path / "figures.json"
+    small = (
+        "--vision --tasks click-test --seeds 0,1 --envs 1 --sft-steps 0 --demos 1 --parts ab --max-steps 5"
+    )
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "serving_bench.py"),
+        *small.split(),
+        "--vllm-python",
+        vllm_python(),
+    ]
+    cmd += ["--max-new-tokens", "24", "--workdir", str(tmp_path / "work"), "--json", str(figures_path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False, cwd=ROOT)
+    print(out.stdout)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    res = json.loads(figures_path.read_text())
+    for f in (res["a"], res["b"]):
+        assert f["episodes"] == 2 and f["errors"] == [] and f["failed_turns"] == 0
+        assert f["image_tokens_per_turn"] > 0  # the prompts carried the screenshots
+    assert res["gap"]["turns_scored"] > 0 and res["gap"]["rebuild_differs"] == 0

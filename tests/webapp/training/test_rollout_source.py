@@ -9,6 +9,7 @@ run "by hand" the way a worker records them; test_rollout_source_real.py goes th
 from __future__ import annotations
 
 import io
+import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -397,3 +398,21 @@ def test_tiny_policy_command_registers_once_and_rebuilds_on_force(monkeypatch):
     assert len(built) == 2 and built[-1][2] == 4
     with pytest.raises(CommandError, match="slug"):
         call_command("tiny_policy", "--name", "../evil")
+
+
+def test_tiny_policy_vision_registers_a_qwen2_5_vl_served_with_its_images():
+    """--vision --served: a real tiny Qwen2.5-VL (built here), a local policy that reads screenshots and
+    clicks in its processor's space, and its served twin asking the engine with the images."""
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("tiny_policy", "--name", "tiny-vl", "--vision", "--served", stdout=out)
+    policy = PolicyVersion.objects.get(name="tiny-vl")
+    config = json.loads((policy.model_dir() / "config.json").read_text())
+    assert config["model_type"] == "qwen2_5_vl" and policy.config["observation"] == "screenshot"
+    twin = PolicyVersion.objects.get(name="tiny-vl-served")
+    assert "text_only" not in twin.config and twin.config["coords"] == "smart_resize:3136:200704"
+    assert set(twin.config["extra_body"]["logit_bias"]) == {
+        str(config["image_token_id"]),
+        str(config["video_token_id"]),
+    }

@@ -5,6 +5,9 @@ on the platform's prompts, the catalog's task instructions and the instructions 
 given) under VAR_DIR/models/<name> and registers it as an active local policy version that reads the
 "elements" observation. A model folder already there (its version row lost) is registered as it is.
 
+--vision builds a tiny Qwen2.5-VL instead (the architecture of UI-TARS-1.5 and Qwen2.5-VL), which reads
+the screenshots: a vision-language policy to serve, roll out and train as a lab's own would be.
+
 --served also registers `<name>-served`: the same weights served by the platform's policy servers
 (vLLM; `SERVE_POLICY=1 make run` starts one), answering in the same form from the same prompt.
 """
@@ -49,6 +52,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--served", action="store_true", help="also register <name>-served, served by the policy servers"
         )
+        parser.add_argument("--vision", action="store_true", help="a tiny Qwen2.5-VL that reads screenshots")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         name = str(opts["name"])
@@ -76,7 +80,12 @@ class Command(BaseCommand):
         else:
             shutil.rmtree(path, ignore_errors=True)
             try:
-                build_tiny_policy(path, corpus=instructions, seed=int(opts["seed"]))
+                if opts["vision"]:
+                    from agent_core.tiny_models import build_tiny_qwen2_5_vl
+
+                    build_tiny_qwen2_5_vl(path, vocab_corpus=instructions, seed=int(opts["seed"]))
+                else:
+                    build_tiny_policy(path, corpus=instructions, seed=int(opts["seed"]))
             except Exception as exc:  # noqa: BLE001 - a failed build leaves no half-written model behind
                 shutil.rmtree(path, ignore_errors=True)
                 raise CommandError(f"building the tiny policy failed: {type(exc).__name__}: {exc}")
@@ -88,9 +97,16 @@ class Command(BaseCommand):
                 "checkpoint": None,
                 "endpoint_url": "",
                 "model_name": str(relative),
-                "config": dict(POLICY_CONFIG),
+                # A VLM reads the screenshots and clicks in its processor's space (set from the checkpoint).
+                "config": {**POLICY_CONFIG, "observation": "screenshot", "coords": "smart_resize"}
+                if opts["vision"]
+                else dict(POLICY_CONFIG),
                 "is_active": True,
-                "lineage": {"built_by": "tiny_policy", "seed": int(opts["seed"])},
+                "lineage": {
+                    "built_by": "tiny_policy",
+                    "seed": int(opts["seed"]),
+                    "vision": bool(opts["vision"]),
+                },
             },
         )
         self.stdout.write(f"policy {policy.name} {'registered' if created else 'updated'}: {path} {built}")
