@@ -1,12 +1,14 @@
-"""The inference engine through the whole platform, every part real: the tiny policy, taught the task by
-SFT on oracle rollouts, is served by two real vLLM engines (policy servers under the serving agent);
-a rollout batch runs on them through Celery rollout workers and real Chromium sandboxes; a LoRA GRPO
-run (a real `training` worker) trains on rollouts the engines sampled, with their token ids and
-logprobs, each published policy hot-loaded into the running engines; its last checkpoint is promoted
-while a second batch that follows the policy's line is running, and that batch's later episodes are
-answered by the promoted adapter (recorded per step), with no episode lost or failed by the switch.
-Last, one server is killed with -9 mid-batch: its requests move to the other (or their episodes re-run),
-every task instance is counted once, and the page shows it offline.
+"""The inference engine through the whole platform, every part real: a tiny Qwen2.5-VL (the architecture
+of UI-TARS-1.5 and Qwen2.5-VL, reading the screenshots, up to three earlier ones in its prompt), taught the
+task by SFT on the screenshots of oracle rollouts, is served by two real vLLM engines (policy servers
+under the serving agent, which sizes the engine for the screenshots) with the images; a rollout batch
+runs on them through Celery rollout workers and real Chromium sandboxes; a LoRA GRPO run (a real
+`training` worker) trains on rollouts the engines sampled, with their token ids and logprobs, scored
+with the same screenshots, each published policy hot-loaded into the running engines; its last
+checkpoint is promoted while a second batch that follows the policy's line is running, and that batch's
+later episodes are answered by the promoted adapter (recorded per step), with no episode lost or failed
+by the switch. Last, one server is killed with -9 mid-batch: its requests move to the other (or their
+episodes re-run), every task instance is counted once, and the page shows it offline.
 """
 
 from __future__ import annotations
@@ -132,21 +134,21 @@ def test_rollouts_and_grpo_on_vllm_a_promoted_adapter_hot_loaded_mid_batch_and_a
     oracle = PolicyVersion.objects.create(
         name="oracle-elements", backend="oracle", config={"observation": "elements"}
     )
-    call_command("tiny_policy", "--name", "tiny", stdout=io.StringIO())
+    call_command("tiny_policy", "--name", "tiny", "--vision", stdout=io.StringIO())  # a tiny Qwen2.5-VL
     tiny = PolicyVersion.objects.get(name="tiny")
 
     # 1. The tiny policy learns the task from the oracle (SFT), in-process weights as usual.
     demos = batch_create(
         suite=suite, policy_version=oracle, seeds=list(range(6)), concurrency=2,
-        created_by=personas.researcher, config={"history_images": 1},
+        created_by=personas.researcher, config={"history_images": 3},
     )  # fmt: skip
     finished(demos)
     flywheel_round_close(created_by=personas.admin)
     sft = training_run_launch(
         algorithm="sft", name="sft", created_by=personas.admin, dataset_pin="flywheel-sft@v1",
         base_policy=tiny, suite=None,
-        config={"max_steps": 300, "batch_size": 6, "lr": 0.003, "warmup_steps": 10, "checkpoint_every": 300,
-                "history_images": 1},
+        config={"max_steps": 40, "batch_size": 6, "lr": 0.003, "warmup_steps": 10, "checkpoint_every": 40,
+                "history_images": 3},
     )  # fmt: skip
     run_done(sft)
     sft_local = checkpoint_promote(
@@ -155,6 +157,9 @@ def test_rollouts_and_grpo_on_vllm_a_promoted_adapter_hot_loaded_mid_batch_and_a
 
     # 2. Its weights on two policy servers (vLLM, CPU build) that register with the web app.
     served = served_twin_create(local=sft_local, served_name="tiny-sft")
+    # The SFT checkpoint is a vision-language policy again: its twin sends the screenshots, and reads
+    # clicks in the space its processor resizes them into.
+    assert "text_only" not in served.config and served.config["coords"].startswith("smart_resize:")
     model = sft_local.model_dir()
     common = {
         "model": model,
@@ -182,7 +187,7 @@ def test_rollouts_and_grpo_on_vllm_a_promoted_adapter_hot_loaded_mid_batch_and_a
         # 3. A batch on the engines: every step answered by one of them, with the tokens it sampled.
         first = batch_create(
             suite=suite, policy_version=served, seeds=list(range(4)), concurrency=2,
-            created_by=personas.researcher, config={"history_images": 1, "max_steps": 2},
+            created_by=personas.researcher, config={"history_images": 3, "max_steps": 4},
         )  # fmt: skip
         finished(first)
         eps = Episode.objects.filter(batch=first)
@@ -199,7 +204,7 @@ def test_rollouts_and_grpo_on_vllm_a_promoted_adapter_hot_loaded_mid_batch_and_a
             suite=suite,
             config={"lora": "on", "lora_r": 8, "iterations": 2, "episodes_per_iteration": 4, "group_size": 4,
                     "minibatch_size": 4, "checkpoint_every": 1, "max_steps_per_episode": 2,
-                    "max_new_tokens": 96, "history_images": 1, "lr": 0.002},
+                    "max_new_tokens": 96, "history_images": 3, "lr": 0.002},
         )  # fmt: skip
         run_done(rl)
         rl_batch = RolloutBatch.objects.get(name=f"training run {rl.pk}")
@@ -219,7 +224,7 @@ def test_rollouts_and_grpo_on_vllm_a_promoted_adapter_hot_loaded_mid_batch_and_a
         # 5. A batch that follows the line; the GRPO checkpoint promoted while it runs.
         second = batch_create(
             suite=suite, policy_version=served, seeds=list(range(100, 108)), concurrency=2,
-            created_by=personas.researcher, config={"history_images": 1, "max_steps": 2}, follow_newest=True,
+            created_by=personas.researcher, config={"history_images": 3, "max_steps": 2}, follow_newest=True,
         )  # fmt: skip
         until(lambda: Episode.objects.filter(batch=second, status="finished").count() >= 2, "two episodes")
         promoted = checkpoint_promote(
@@ -250,7 +255,7 @@ def test_rollouts_and_grpo_on_vllm_a_promoted_adapter_hot_loaded_mid_batch_and_a
         url_a, url_b = a.api_url, PolicyServer.objects.get(name="srv-b").api_url
         third = batch_create(
             suite=suite, policy_version=served, seeds=list(range(200, 206)), concurrency=2,
-            created_by=personas.researcher, config={"history_images": 1, "max_steps": 3},
+            created_by=personas.researcher, config={"history_images": 3, "max_steps": 3},
         )  # fmt: skip
         until(
             lambda: Step.objects.filter(episode__batch=third, info__server=url_a).exists(), "srv-a to answer"
