@@ -259,8 +259,27 @@ def build_tiny_qwen2_5_vl(
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(vocab_corpus)
-    ids = tokenizer.convert_tokens_to_ids
     processor_class = "Qwen2VLProcessor" if qwen2 else "Qwen2_5_VLProcessor"
+    config, model_cls = _qwen_vl_config(tfm, tokenizer, hidden_size, num_layers, num_heads, qwen2=qwen2)
+    torch.manual_seed(seed)
+    model = model_cls(config)
+    model.generation_config = _generation_config(tfm, tokenizer)
+    model.save_pretrained(str(out))
+    image_processor_cls = getattr(tfm, "Qwen2VLImageProcessorPil", None) or tfm.Qwen2VLImageProcessor
+    image_processor = image_processor_cls(
+        min_pixels=min_pixels, max_pixels=max_pixels, patch_size=14, merge_size=2
+    )
+    image_processor.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    _name_processor_class(out, processor_class, min_pixels=min_pixels, max_pixels=max_pixels)
+    return out
+
+
+def _qwen_vl_config(
+    tfm: Any, tokenizer: Any, hidden_size: int, num_layers: int, num_heads: int, *, qwen2: bool
+) -> tuple[Any, Any]:
+    """(config, model class) of a tiny Qwen2.5-VL or Qwen2-VL sized to `tokenizer`."""
+    ids = tokenizer.convert_tokens_to_ids
     head_dim = hidden_size // num_heads
     if head_dim < 32 or head_dim % 8:
         raise ValueError(f"head size {head_dim}: vLLM's CPU attention needs >= 32 and a multiple of 8")
@@ -316,18 +335,7 @@ def build_tiny_qwen2_5_vl(
             text_config=text, vision_config=vision, **special, tie_word_embeddings=True
         )
         model_cls = tfm.Qwen2_5_VLForConditionalGeneration
-    torch.manual_seed(seed)
-    model = model_cls(config)
-    model.generation_config = _generation_config(tfm, tokenizer)
-    model.save_pretrained(str(out))
-    image_processor_cls = getattr(tfm, "Qwen2VLImageProcessorPil", None) or tfm.Qwen2VLImageProcessor
-    image_processor = image_processor_cls(
-        min_pixels=min_pixels, max_pixels=max_pixels, patch_size=14, merge_size=2
-    )
-    image_processor.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
-    _name_processor_class(out, processor_class, min_pixels=min_pixels, max_pixels=max_pixels)
-    return out
+    return config, model_cls
 
 
 def _name_processor_class(out: Path, processor_class: str, *, min_pixels: int, max_pixels: int) -> None:

@@ -131,7 +131,8 @@ def demonstrate(base: str, annotator: Browser, episode_id: int) -> dict[str, Any
                 raise AssertionError(f"no {kind} in {timeout} s; got {got[-30:]}, errors {seen['errors']}")
 
             hello = await next_of("hello", 30)
-            assert hello["status"] == "running" and hello["may_control"], hello
+            # On a loaded machine the sandbox may not be prepared yet (pending): the page waits for it.
+            assert hello["status"] in ("pending", "running") and hello["may_control"], hello
             if not hello["sandbox"]:  # still being prepared: the page waits for the annotator's control
                 while not (await next_of("control.changed", 300)).get("sandbox"):
                     pass

@@ -307,8 +307,8 @@ def _json5_form(value: object) -> str:
         return "{" + ", ".join(items) + ",}"
     if isinstance(value, list):
         return "[" + ", ".join(_json5_form(v) for v in value) + ",]"
-    if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+    if isinstance(value, str):  # JSON's escapes, with the quotes swapped
+        return "'" + json.dumps(value, ensure_ascii=False)[1:-1].replace('\\"', '"').replace("'", "\\'") + "'"
     return json.dumps(value)
 
 

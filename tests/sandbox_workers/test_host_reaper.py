@@ -39,7 +39,9 @@ def test_a_host_killed_with_minus_9_holding_desktops_leaves_none_of_their_proces
         host.kill9()
     finally:
         host.stop()
-    assert wait_for(lambda: not _alive(pids), 30, interval=0.2), [
+    # The watchdog reaps a sandbox at a time, each process given its grace to exit: on a loaded 2-core
+    # machine (CI, beside the vLLM install) that took over 30 s. What is claimed: none is left after.
+    assert wait_for(lambda: not _alive(pids), 120, interval=0.2), [
         " ".join(psutil.Process(p).cmdline()[:3]) for p in _alive(pids)
     ]
     # The next host on that var dir starts clean (nothing to adopt, nothing left under its root).

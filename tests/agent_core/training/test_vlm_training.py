@@ -238,3 +238,23 @@ def test_a_vlm_prompt_too_long_for_max_seq_len_is_skipped_not_cut(vlm: Path, tmp
     cfg = validate_config("sft", {"max_steps": 1, "batch_size": 1, "max_seq_len": length + 64})
     assert run(RunSpec("sft", cfg, vlm, tmp_path / "long"), hooks, examples=examples).status == "succeeded"
     assert latest_checkpoint(tmp_path / "long") is not None
+
+
+def test_lora_sft_on_screenshots_trains_an_adapter_of_the_language_model_that_loads_as_a_vlm(
+    vlm: Path, tmp_path: Path
+) -> None:
+    """LoRA on a Qwen-VL adapts its language model only (vLLM adapts the decoder; the vision tower has
+    projections of the same names): the adapter learns the screen-dependent answers and loads as a VLM."""
+    import json
+
+    examples = [SFTExample(messages(c), TARGETS[c], source=c) for c in TARGETS] * 2
+    cfg = validate_config("sft", {"lora": "on", "lora_r": 16, "max_steps": 40, "batch_size": 4, "lr": 1e-2,
+                                  "warmup_steps": 5, "checkpoint_every": 1000})  # fmt: skip
+    result = run(RunSpec("sft", cfg, vlm, tmp_path / "lora"), NullHooks(quiet=True), examples=examples)
+    assert result.status == "succeeded" and result.checkpoint is not None
+    targets = json.loads((result.checkpoint / "adapter_config.json").read_text())["target_modules"]
+    assert targets and all("language_model" in t for t in targets), targets
+    policy = LocalPolicy(model_path=result.checkpoint, max_new_tokens=24)
+    assert policy.vision
+    for colour, target in TARGETS.items():
+        assert policy.act(policy_input(colour)).text.strip() == target, colour

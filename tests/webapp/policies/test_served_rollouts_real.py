@@ -134,8 +134,9 @@ def test_rollouts_and_grpo_on_vllm_a_promoted_adapter_hot_loaded_mid_batch_and_a
     oracle = PolicyVersion.objects.create(
         name="oracle-elements", backend="oracle", config={"observation": "elements"}
     )
-    call_command("tiny_policy", "--name", "tiny", "--vision", stdout=io.StringIO())  # a tiny Qwen2.5-VL
-    tiny = PolicyVersion.objects.get(name="tiny")
+    # A tiny Qwen2.5-VL, under a name no other test's text policy uses (they share the var dir).
+    call_command("tiny_policy", "--name", "tiny-vlm", "--vision", stdout=io.StringIO())
+    tiny = PolicyVersion.objects.get(name="tiny-vlm")
 
     # 1. The tiny policy learns the task from the oracle (SFT), in-process weights as usual.
     demos = batch_create(

@@ -403,7 +403,7 @@ def test_tiny_policy_command_registers_once_and_rebuilds_on_force(monkeypatch):
 def test_tiny_policy_vision_registers_a_qwen2_5_vl_served_with_its_images():
     """--vision --served: a real tiny Qwen2.5-VL (built here), a local policy that reads screenshots and
     clicks in its processor's space, and its served twin asking the engine with the images."""
-    from django.core.management import call_command
+    from django.core.management import CommandError, call_command
 
     out = io.StringIO()
     call_command("tiny_policy", "--name", "tiny-vl", "--vision", "--served", stdout=out)
@@ -416,3 +416,7 @@ def test_tiny_policy_vision_registers_a_qwen2_5_vl_served_with_its_images():
         str(config["image_token_id"]),
         str(config["video_token_id"]),
     }
+    # Its folder, its row lost, is not registered as a text policy (nor a text folder as a VLM).
+    PolicyVersion.objects.filter(name__startswith="tiny-vl").delete()
+    with pytest.raises(CommandError, match="holds a vision-language model; --force rebuilds it"):
+        call_command("tiny_policy", "--name", "tiny-vl", stdout=io.StringIO())

@@ -76,6 +76,11 @@ class Command(BaseCommand):
             raise CommandError(f"the tiny policy needs the train extra (pip install '.[train]'): {exc}")
         instructions = corpus()
         if (path / "config.json").is_file() and not opts["force"]:
+            from agent_core.policies.local import is_vision_model
+
+            if is_vision_model(path) != bool(opts["vision"]):
+                kind = "a vision-language" if is_vision_model(path) else "a text-only"
+                raise CommandError(f"{path} holds {kind} model; --force rebuilds it as asked")
             built = "registered the model already"  # its version row was lost (a fresh database)
         else:
             shutil.rmtree(path, ignore_errors=True)
