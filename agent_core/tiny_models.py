@@ -269,9 +269,11 @@ def build_tiny_qwen2_5_vl(
     image_processor = image_processor_cls(
         min_pixels=min_pixels, max_pixels=max_pixels, patch_size=14, merge_size=2
     )
-    image_processor.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
-    _name_processor_class(out, processor_class, min_pixels=min_pixels, max_pixels=max_pixels)
+    from agent_core.policies.qwen_vl import QwenVLProcessor
+
+    # The tokenizer and image processor, the processor class named in both (as Qwen's checkpoints ship).
+    QwenVLProcessor(tokenizer, image_processor, name=processor_class).save_pretrained(out)
+    _top_level_pixel_limits(out, min_pixels=min_pixels, max_pixels=max_pixels)
     return out
 
 
@@ -338,15 +340,12 @@ def _qwen_vl_config(
     return config, model_cls
 
 
-def _name_processor_class(out: Path, processor_class: str, *, min_pixels: int, max_pixels: int) -> None:
-    """Name the processor class in the image processor's and the tokenizer's configs (as Qwen's
-    checkpoints do), and the pixel limits at the top level, where releases before transformers 5 read them."""
+def _top_level_pixel_limits(out: Path, *, min_pixels: int, max_pixels: int) -> None:
+    """The pixel limits also at the top of preprocessor_config.json, where releases before transformers 5
+    read them."""
     import json
 
-    for name in ("preprocessor_config.json", "tokenizer_config.json"):
-        file = out / name
-        data = json.loads(file.read_text())
-        data["processor_class"] = processor_class
-        if name == "preprocessor_config.json":
-            data.update({"min_pixels": min_pixels, "max_pixels": max_pixels})
-        file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    file = out / "preprocessor_config.json"
+    data = json.loads(file.read_text())
+    data.update({"min_pixels": min_pixels, "max_pixels": max_pixels})
+    file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
