@@ -29,6 +29,7 @@ _LINES: dict[str, tuple[str | None, str]] = {
     "click": ("", ""),
     "left_double": ("", ""),
     "right_single": ("", ""),
+    "middle_single": ("", "Middle-click: opens a link in a new tab, pastes the selection in X apps."),
     "hover": ("", "Move the mouse there without clicking."),
     "drag": ("", ""),
     "scroll": (
@@ -139,7 +140,7 @@ def system_prompt(
         f"- Use {language} in `Thought` part.\n"
         "- Write a small plan and finally summarize your next action (with its target element) "
         "in one sentence in `Thought` part.\n"
-        f"- {_COORD_NOTES[coords]}\n"
+        f"- {_COORD_NOTES[parse_space(coords)[0]]}\n"
         "- If the task is impossible or makes no sense, say why and declare it with "
         "finished(content='infeasible: <why>').\n"
     )

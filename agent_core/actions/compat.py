@@ -7,7 +7,9 @@ UI-TARS / Seed models (`xml_calls`); each module's docstring gives the grammar i
 pyautogui code is read with `ast` and never run: only calls with literal arguments are understood.
 Both forms keep track of the pointer, as the real mouse would, so ``moveTo`` then ``dragTo`` (or
 ``mouseDown`` … ``mouseUp``) becomes one `Drag`, a ``click()`` without coordinates clicks where the
-pointer is, and a scroll without coordinates scrolls there (or, before any move, at the screen centre).
+pointer is, and a scroll without coordinates scrolls there. The pointer starts where the sandbox's is
+(`pointer=`, carried across turns by the agent); where that is unknown, a scroll without coordinates
+is at the screen centre and a click or drag without them is refused.
 OSWorld's tokens map as the platform does: DONE → ``Finished("")``, FAIL → ``Finished("infeasible")``,
 WAIT → ``Wait(WAIT_SECONDS)``. Anything not understood raises `ActionParseError` with a reason.
 """
@@ -28,7 +30,7 @@ from agent_core.actions.grammar import (
     platform_actions,
 )
 from agent_core.actions.json_form import parse_json_response
-from agent_core.actions.pointer import TOKENS, check_coords
+from agent_core.actions.pointer import TOKENS, Point, check_coords
 from agent_core.actions.pyautogui_code import pyautogui_actions
 from agent_core.actions.tool_calls import parse_tool_calls
 from agent_core.actions.xml_calls import parse_xml_calls
@@ -45,7 +47,7 @@ def _blocks_and_prose(text: str) -> tuple[list[str], str]:
 
 
 def _computer13_text(
-    blocks: list[str], screen: tuple[int, int], coords: str
+    blocks: list[str], screen: tuple[int, int], coords: str, pointer: Point | None
 ) -> tuple[list[A.Action], list[str]]:
     items: list[object] = []
     for block in blocks:
@@ -58,7 +60,7 @@ def _computer13_text(
         except (ValueError, RecursionError) as exc:
             raise ActionParseError(f"not valid JSON: {str(exc)[:120]}") from None
         items.extend(data if isinstance(data, list) else [data])
-    return computer13_actions(items, screen, coords)
+    return computer13_actions(items, screen, coords, pointer)
 
 
 def parse_output(
@@ -68,8 +70,11 @@ def parse_output(
     screen: tuple[int, int],
     coords: str = "smart_resize",
     platform: str = "desktop",
+    pointer: Point | None = None,
 ) -> ParsedResponse:
-    """Parse a model's output in format `fmt` (one of FORMATS); raises ActionParseError."""
+    """Parse a model's output in format `fmt` (one of FORMATS); raises ActionParseError. `pointer` is
+    where the sandbox's pointer is (screen pixels), for the forms whose calls may act where it is
+    (pyautogui, computer13, tool_calls); the UI-TARS forms always name their points."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown output format {fmt!r}; valid: {', '.join(FORMATS)}")
     if fmt == "uitars":
@@ -77,7 +82,7 @@ def parse_output(
     if fmt == "json":
         return parse_json_response(text, screen=screen, coords=coords, platform=platform)
     if fmt == "tool_calls":
-        return parse_tool_calls(text, screen=screen, coords=coords, platform=platform)
+        return parse_tool_calls(text, screen=screen, coords=coords, platform=platform, pointer=pointer)
     if fmt == "xml_calls":
         return parse_xml_calls(text, screen=screen, coords=coords, platform=platform)
     check_coords(screen, coords)
@@ -88,9 +93,9 @@ def parse_output(
         raise ActionParseError(f"response too long: {len(text)} characters (limit {MAX_RESPONSE_CHARS})")
     blocks, thought = _blocks_and_prose(text)
     if fmt == "pyautogui":
-        actions, texts = pyautogui_actions("\n".join(blocks), screen, coords)
+        actions, texts = pyautogui_actions("\n".join(blocks), screen, coords, pointer)
     else:
-        actions, texts = _computer13_text(blocks, screen, coords)
+        actions, texts = _computer13_text(blocks, screen, coords, pointer)
     for action in actions:
         check_platform(action.kind, platform)
     return ParsedResponse(

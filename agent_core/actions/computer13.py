@@ -15,7 +15,15 @@ from typing import Any
 from agent_core.actions import model as A
 from agent_core.actions.grammar import ActionParseError
 from agent_core.actions.lexer import MAX_JSON_DEPTH, too_deep
-from agent_core.actions.pointer import TOKENS, Pointer, check_coords, key_names, screen_point, text_arg
+from agent_core.actions.pointer import (
+    TOKENS,
+    Point,
+    Pointer,
+    check_coords,
+    key_names,
+    screen_point,
+    text_arg,
+)
 
 _C13_PARAMS: dict[str, tuple[str, ...]] = {
     "MOVE_TO": ("x", "y"),
@@ -93,15 +101,16 @@ def _c13_one(m: Pointer, item: object, screen: tuple[int, int] | None, coords: s
 
 
 def computer13_actions(
-    action: object, screen: tuple[int, int] | None, coords: str
+    action: object, screen: tuple[int, int] | None, coords: str, pointer: Point | None = None
 ) -> tuple[list[A.Action], list[str]]:
-    """The actions of computer_13 dict(s) or tokens and the source text of each; raises ActionParseError."""
+    """The actions of computer_13 dict(s) or tokens and the source text of each, the mouse starting at
+    `pointer` (screen pixels) when it is known; raises ActionParseError."""
     items = [action] if isinstance(action, Mapping | str) else action
     if not isinstance(items, Sequence):
         raise ActionParseError(f"expected an action or a list of actions, got {type(action).__name__}")
     if too_deep(items, MAX_JSON_DEPTH + 1):
         raise ActionParseError(f"actions nest deeper than {MAX_JSON_DEPTH} levels")
-    m = Pointer(screen)
+    m = Pointer(screen, pointer)
     for k, item in enumerate(items):
         try:
             _c13_one(m, item, screen, coords)

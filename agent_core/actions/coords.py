@@ -5,7 +5,9 @@ A model names a point in one of three spaces (`COORD_SPACES`):
 * ``smart_resize`` — pixels of the image the model saw: the screenshot resized by `smart_resize`
   (Qwen2-VL / UI-TARS-1.5). Its extent is (W', H') = smart_resize of the screen. A checkpoint whose
   processor resizes within other pixel limits names them: ``smart_resize:<min_pixels>:<max_pixels>``
-  (`agent_core.policies.vision.ImageSpec.coord_space`); bare ``smart_resize`` is qwen-vl-utils' limits.
+  (`agent_core.policies.vision.ImageSpec.coord_space`). Bare ``smart_resize`` has UI-TARS-1.5's limits
+  (its action parser: 78,400 to 12,845,056 pixels); Qwen2.5-VL's processors resize from 3,136
+  (``smart_resize:3136:12845056``), which differs on screens under 78,400 pixels.
 * ``relative`` — 0–1000 on each axis of the screen (UI-TARS-1.0, many other VLMs). Extent (1000, 1000).
 * ``absolute`` — screen pixels. Extent (W, H).
 

@@ -39,8 +39,11 @@ MAX_RESPONSE_CHARS = 20_000
 PLATFORMS: tuple[str, ...] = ("desktop", "browser", "mobile")
 STYLES: tuple[str, ...] = ("box", "point")
 
-# Mouse and keyboard actions a phone has no use for, and phone buttons a computer lacks.
-DESKTOP_ONLY = frozenset({"left_double", "right_single", "hover", "hotkey", "press", "keydown", "keyup"})
+# Mouse and keyboard actions a phone has no use for, and phone buttons a computer lacks. A phone's
+# key events (adb keyevent: volume_up, power, camera, menu, enter) are `press` on every platform.
+DESKTOP_ONLY = frozenset(
+    {"left_double", "right_single", "middle_single", "hover", "hotkey", "keydown", "keyup"}
+)
 MOBILE_ONLY = frozenset({"long_press", "open_app", "press_home", "press_back"})
 SDK_ACTIONS = frozenset({"terminal", "file_read", "file_write", "mcp_call"})
 
@@ -50,6 +53,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "click": _START,
     "left_double": _START,
     "right_single": _START,
+    "middle_single": _START,
     "hover": _START,
     "drag": _START + _END,
     "scroll": (*_START, "direction", "amount"),
@@ -231,6 +235,7 @@ _BUILDERS: dict[str, Callable[[_Args], A.Action]] = {
     "click": lambda a: A.Click(*a.point(_START)),
     "left_double": lambda a: A.LeftDouble(*a.point(_START)),
     "right_single": lambda a: A.RightSingle(*a.point(_START)),
+    "middle_single": lambda a: A.MiddleSingle(*a.point(_START)),
     "hover": lambda a: A.Hover(*a.point(_START)),
     "drag": lambda a: A.Drag(*a.point(_START), *a.point(_END)),
     "scroll": _scroll,

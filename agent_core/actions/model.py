@@ -74,6 +74,13 @@ class RightSingle(PointerAction):
 
 
 @dataclass(frozen=True)
+class MiddleSingle(PointerAction):
+    """A single middle click at (x, y) (a link in a new tab, an X selection pasted)."""
+
+    kind: ClassVar[str] = "middle_single"
+
+
+@dataclass(frozen=True)
 class Hover(PointerAction):
     """Move the pointer to (x, y) without clicking."""
 
@@ -281,6 +288,7 @@ ACTION_TYPES: dict[str, type[Action]] = {
         Click,
         LeftDouble,
         RightSingle,
+        MiddleSingle,
         Hover,
         Drag,
         Scroll,

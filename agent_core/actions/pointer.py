@@ -26,11 +26,12 @@ Point = tuple[int, int]
 
 
 class Pointer:
-    """Emitted actions (with their source texts) and the mouse state they leave behind."""
+    """Emitted actions (with their source texts) and the mouse state they leave behind; `pos` is where
+    the pointer is before the first of them (the sandbox's pointer, carried across turns), if known."""
 
-    def __init__(self, screen: tuple[int, int] | None) -> None:
+    def __init__(self, screen: tuple[int, int] | None, pos: Point | None = None) -> None:
         self.screen = screen
-        self.pos: Point | None = None
+        self.pos: Point | None = pos
         self.pressed_at: Point | None = None
         self.actions: list[A.Action] = []
         self.texts: list[str] = []
@@ -65,12 +66,14 @@ class Pointer:
         kinds: dict[tuple[object, object], Callable[[int, int], A.Action]] = {
             ("left", 1): A.Click,
             ("right", 1): A.RightSingle,
+            ("middle", 1): A.MiddleSingle,
             ("left", 2): A.LeftDouble,
         }
         make = kinds.get((button, clicks))
         if make is None:
             raise ActionParseError(
-                f"no action for {clicks} {reprlib.repr(button)} click(s); left, right or double left only"
+                f"no action for {clicks} {reprlib.repr(button)} click(s); "
+                "left, right, middle or double left only"
             )
         self.emit(make(x, y), text)
 
@@ -122,6 +125,15 @@ class Pointer:
         if not self.actions:
             raise ActionParseError("no action")
         return tuple(self.actions)
+
+
+def end_point(action: A.Action) -> Point | None:
+    """Where an executed action leaves the mouse pointer (None: it does not move it)."""
+    if isinstance(action, A.Drag):
+        return action.x2, action.y2
+    if isinstance(action, A.PointerAction):
+        return action.x, action.y
+    return None
 
 
 def number_arg(value: object, what: str) -> float:

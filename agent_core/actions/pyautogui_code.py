@@ -31,6 +31,7 @@ _PARAMS: dict[str, tuple[str, ...]] = {
     "click": ("x", "y", "clicks", "interval", "button", "duration", "_pause"),
     "doubleClick": ("x", "y", "interval", "button", "duration", "_pause"),
     "rightClick": ("x", "y", "interval", "duration", "_pause"),
+    "middleClick": ("x", "y", "interval", "duration", "_pause"),
     "moveTo": ("x", "y", "duration", "_pause"),
     "dragTo": ("x", "y", "duration", "button", "_pause"),
     "mouseDown": ("x", "y", "button", "duration", "_pause"),
@@ -104,8 +105,8 @@ def _pyautogui_call(
     m: Pointer, name: str, call: ast.Call, text: str, screen: tuple[int, int] | None, coords: str
 ) -> None:
     b, extra = _bind(name, call)
-    if name in ("click", "doubleClick", "rightClick"):
-        button = "right" if name == "rightClick" else b.get("button", "left")
+    if name in ("click", "doubleClick", "rightClick", "middleClick"):
+        button = {"rightClick": "right", "middleClick": "middle"}.get(name) or b.get("button", "left")
         clicks = 2 if name == "doubleClick" else b.get("clicks", 1)
         m.click(_xy(name, b, screen, coords), button, clicks, text)
     elif name in ("moveTo", "dragTo"):
@@ -194,9 +195,10 @@ def _sleep_seconds(call: ast.Call) -> float:
 
 
 def pyautogui_actions(
-    code: str, screen: tuple[int, int] | None, coords: str
+    code: str, screen: tuple[int, int] | None, coords: str, pointer: Point | None = None
 ) -> tuple[list[A.Action], list[str]]:
-    """The actions of pyautogui code and the source text of each; raises ActionParseError."""
+    """The actions of pyautogui code and the source text of each, the mouse starting at `pointer`
+    (screen pixels) when it is known; raises ActionParseError."""
     if len(code) > MAX_RESPONSE_CHARS:
         raise ActionParseError(f"code too long: {len(code)} characters (limit {MAX_RESPONSE_CHARS})")
     try:
@@ -205,7 +207,7 @@ def pyautogui_actions(
             tree = ast.parse(code.strip())
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise ActionParseError(f"not valid Python: {str(exc)[:120]}") from None
-    m = Pointer(screen)
+    m = Pointer(screen, pointer)
     modules = {"pyautogui": "pyautogui", "time": "time"}
     for node in tree.body:
         try:
@@ -250,7 +252,13 @@ def format_pyautogui(action: A.Action, *, screen: tuple[int, int], normalized: b
             f"pyautogui.moveTo({xy(action.x1, action.y1)})\n"
             f"pyautogui.dragTo({xy(action.x2, action.y2)}, button='left')"
         )
-    pointer = {A.Click: "click", A.LeftDouble: "doubleClick", A.RightSingle: "rightClick", A.Hover: "moveTo"}
+    pointer = {
+        A.Click: "click",
+        A.LeftDouble: "doubleClick",
+        A.RightSingle: "rightClick",
+        A.MiddleSingle: "middleClick",
+        A.Hover: "moveTo",
+    }
     if type(action) in pointer and isinstance(action, A.PointerAction):
         return f"pyautogui.{pointer[type(action)]}({xy(action.x, action.y)})"
     if isinstance(action, A.Hotkey):

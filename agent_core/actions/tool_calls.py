@@ -15,17 +15,19 @@ Grammar of a response (at most MAX_RESPONSE_CHARS characters):
 
 computer_use, tracked as the real mouse would be (`pointer.Pointer`): ``key`` (keys: one → Press,
 several → Hotkey), ``type`` (text), ``mouse_move`` (coordinate → Hover), ``left_click`` /
-``right_click`` / ``double_click`` (coordinate, or where the pointer is), ``left_click_drag``
-(coordinate, from start_coordinate or the pointer: a mouse_move just before folds into the Drag),
-``scroll`` / ``hscroll`` (pixels: pyautogui's clicks, positive up / right; at coordinate, the pointer
-or the screen centre), ``wait`` (time, else WAIT_SECONDS), ``terminate`` (status: success →
-``Finished("")``, failure → ``Finished("infeasible")``, as OSWorld's DONE / FAIL), ``answer`` (text →
-``Finished(text)``). ``middle_click`` and ``triple_click`` have no action here and are refused.
+``right_click`` / ``middle_click`` / ``double_click`` (coordinate, or where the pointer is),
+``left_click_drag`` (coordinate, from start_coordinate or the pointer: a mouse_move just before folds
+into the Drag), ``scroll`` / ``hscroll`` (pixels: pyautogui's clicks, positive up / right; at
+coordinate, the pointer or the screen centre), ``wait`` (time, else WAIT_SECONDS), ``terminate``
+(status: success → ``Finished("")``, failure → ``Finished("infeasible")``, as OSWorld's DONE / FAIL),
+``answer`` (text → ``Finished(text)``). ``triple_click`` has no action here and is refused. "The
+pointer" is where the response's earlier calls left it, else where the sandbox's pointer was when the
+screenshot was taken (`pointer=`: the agent carries it across turns), as on Qwen's own computer.
 
 mobile_use: ``click`` (coordinate), ``long_press`` (coordinate, time), ``swipe`` (coordinate →
-coordinate2: a Drag), ``type`` (text), ``key`` (text: a key Press, which phones lack), ``system_button``
-(button: Back → PressBack, Home → PressHome, Enter → ``Type("\\n")``; Menu is refused), ``open``
-(text → OpenApp), and ``wait`` / ``terminate`` / ``answer`` as above.
+coordinate2: a Drag), ``type`` (text), ``key`` (text: a key Press, as adb's keyevent names keys),
+``system_button`` (button: Back → PressBack, Home → PressHome, Enter → ``Type("\\n")``, Menu →
+``Press("menu")``), ``open`` (text → OpenApp), and ``wait`` / ``terminate`` / ``answer`` as above.
 
 Anything else (unknown tool, action or argument, a missing or ill-typed argument, a point outside
 the coordinate space, an action the platform lacks) raises `ActionParseError` with a reason.
@@ -87,11 +89,15 @@ _PARAMS: dict[str, dict[str, tuple[str, ...]]] = {
     },
 }
 _REFUSED = {
-    "middle_click": "there is no middle-click action (left, right or double left only)",
     "triple_click": "there is no triple-click action (a double click selects a word, not the line a "
     "triple click selects, so it does not stand in)",
 }
-_BUTTONS: dict[str, A.Action] = {"back": A.PressBack(), "home": A.PressHome(), "enter": A.Type("\n")}
+_BUTTONS: dict[str, A.Action] = {
+    "back": A.PressBack(),
+    "home": A.PressHome(),
+    "enter": A.Type("\n"),
+    "menu": A.Press("menu"),  # the app's menu key (KEYCODE_MENU)
+}
 _STATUS: dict[str, A.Action] = {"success": A.Finished(""), "failure": A.Finished("infeasible")}
 _CALL_KEYS = frozenset({"name", "arguments"})
 _ITEM_KEYS = frozenset({"id", "type", "index", "function"})
@@ -198,7 +204,7 @@ def _system_button(m: Pointer, a: _Args, text: str) -> None:
     button = a.text("button")
     action = _BUTTONS.get(button.strip().lower())
     if action is None:
-        raise ActionParseError(f"no action for button {reprlib.repr(button)}; valid: Back, Home, Enter")
+        raise ActionParseError(f"no action for button {reprlib.repr(button)}; valid: Back, Home, Menu, Enter")
     m.emit(action, text)
 
 
@@ -219,6 +225,7 @@ _HANDLERS: dict[str, dict[str, Handler]] = {
         "mouse_move": lambda m, a, text: m.move(a.at("coordinate"), text),
         "left_click": _click("left", 1),
         "right_click": _click("right", 1),
+        "middle_click": _click("middle", 1),
         "double_click": _click("left", 2),
         "left_click_drag": _drag,
         "scroll": _scroll("up", "down"),
@@ -340,9 +347,15 @@ def _blocks(text: str) -> tuple[list[str], str]:
 
 
 def parse_tool_calls(
-    text: str, *, screen: tuple[int, int], coords: str = "smart_resize", platform: str = "desktop"
+    text: str,
+    *,
+    screen: tuple[int, int],
+    coords: str = "smart_resize",
+    platform: str = "desktop",
+    pointer: Point | None = None,
 ) -> ParsedResponse:
-    """Parse a response of computer_use / mobile_use function calls; raises ActionParseError."""
+    """Parse a response of computer_use / mobile_use function calls, the pointer starting at `pointer`
+    (screen pixels) when it is known; raises ActionParseError."""
     check_options(screen, coords, platform)
     blocks, prose = _blocks(check_size(text))
     calls: list[Call] = []
@@ -355,7 +368,7 @@ def parse_tool_calls(
             raise ActionParseError(exc.reason, where=f"block {k}") from None
         calls.extend(found)
         prose += "\n" + content
-    m = Pointer(screen)
+    m = Pointer(screen, pointer)
     for k, call in enumerate(calls):
         try:
             _apply(m, call, screen, coords)

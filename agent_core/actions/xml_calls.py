@@ -18,9 +18,10 @@ no escapes, no XML entities — except that a value written on lines of its own 
 loses those two newlines; so ``<parameter=content>hi\\n</parameter>`` types "hi" and submits.
 
 The function names and parameters are the UI-TARS text grammar's (`grammar.SIGNATURES`): click,
-left_double, right_single, hover, drag, scroll, hotkey, press, keydown, keyup, type, wait, finished,
-call_user, and on phones long_press, open_app, press_home, press_back. Each function becomes the call
-``name(key='value', …)`` of that grammar and is built by it, so both forms give the same actions
+left_double, right_single, middle_single, hover, drag, scroll, hotkey, press, keydown, keyup, type,
+wait, finished, call_user, and on phones long_press, open_app, press_home, press_back. Each function
+becomes the call ``name(key='value', …)`` of that grammar and is built by it, so both forms give the
+same actions
 (``point`` values such as ``<point>x y</point>`` or ``(x,y)`` are in the policy's `coords` space).
 The prose around the functions gives the thought (see `prose`); think tags are dropped.
 """

@@ -23,8 +23,9 @@ characters and their backspaces, which cancel out). Rules worth knowing:
   `long_press_s` seconds on "mobile", executed and committed by `tick` (or the next event) as soon
   as the time has passed, the later up ignored; elsewhere it is a plain Click at the up, with no
   repeat window after it.
-- The middle button, moves without a button held, lone modifier keys and Caps Lock produce nothing
-  and leave the open step as it is.
+- A middle press is a MiddleSingle at its down point when it comes up (moved or not: there is no
+  middle drag), except on "mobile". Moves without a button held, lone modifier keys and Caps Lock
+  produce nothing and leave the open step as it is.
 - On "mobile" there is no right click and no LeftDouble: two quick taps are two Click steps (the
   phone executes each tap as it comes, too far apart for a double tap anyway). Phone buttons (kind
   "button") work only there and are ignored elsewhere.
@@ -310,8 +311,8 @@ class EventMerger:
     # --- pointer ---
 
     def _down(self, ops: list[MergeOp], button: str, x: int, y: int, t: float) -> None:
-        if button == "middle" or (button == "right" and self._mobile):
-            return  # no such action (a middle click; a right click on a phone)
+        if button != "left" and self._mobile:
+            return  # no such action (a right or middle click on a phone)
         s = self._step
         if (
             s is not None
@@ -353,6 +354,8 @@ class EventMerger:
         s.last = t
         if p.button == "right":
             self._execute(ops, s, A.RightSingle(x=p.x, y=p.y))
+        elif p.button == "middle":
+            self._execute(ops, s, A.MiddleSingle(x=p.x, y=p.y))
         elif moved:
             self._execute(ops, s, A.Drag(x1=p.x, y1=p.y, x2=x, y2=y))
         else:

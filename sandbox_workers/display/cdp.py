@@ -157,6 +157,8 @@ async def perform_action(page: Page, a: A.Action, keys: list[str], clock: Virtua
         await mouse.dblclick(a.x, a.y)
     elif isinstance(a, A.RightSingle):
         await mouse.click(a.x, a.y, button="right")
+    elif isinstance(a, A.MiddleSingle):
+        await mouse.click(a.x, a.y, button="middle")
     elif isinstance(a, A.Hover):
         await mouse.move(a.x, a.y)
     elif isinstance(a, A.Drag):

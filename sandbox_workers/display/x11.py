@@ -256,6 +256,11 @@ class XSession(WindowClients):
         x, y = self._clamp(x, y)
         xtest.fake_input(self.d, X.MotionNotify, detail=0, root=self.root, x=x, y=y)
 
+    def pointer(self) -> tuple[int, int]:
+        """Where the pointer is, in screen pixels."""
+        reply = self.root.query_pointer()
+        return int(reply.root_x), int(reply.root_y)
+
     def button(self, button: int, press: bool) -> None:
         """Press or release a mouse button (1 left, 2 middle, 3 right, 4–7 wheel)."""
         xtest.fake_input(self.d, X.ButtonPress if press else X.ButtonRelease, button)

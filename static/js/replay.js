@@ -152,6 +152,9 @@
       case "right_single":
         if (at) { dot(g, a.x, a.y, u); label(g, a.x + u * 2, a.y - u, "right", u, "ov-tag"); }
         break;
+      case "middle_single":
+        if (at) { dot(g, a.x, a.y, u); label(g, a.x + u * 2, a.y - u, "middle", u, "ov-tag"); }
+        break;
       case "hover":
         if (at) svg("circle", {cx: a.x, cy: a.y, r: u * 1.6, class: "ov-ring ov-hollow"}, g);
         break;

@@ -38,7 +38,7 @@ def test_json_form_round_trips_through_json_text(action):
 
 def test_every_registered_kind_names_its_own_class():
     assert all(cls.kind == kind for kind, cls in ACTION_TYPES.items())
-    assert len(ACTION_TYPES) == 22
+    assert len(ACTION_TYPES) == 23
 
 
 def test_type_with_a_trailing_newline_submits():

@@ -348,7 +348,7 @@ def test_errors_say_where():
     [
         ("mobile", "Action: hotkey(key='ctrl c')", "hotkey() is not available on mobile"),
         ("mobile", "Action: right_single(start_box='(1,2)')", "not available on mobile"),
-        ("mobile", "Action: press(key='enter')", "not available on mobile"),
+        ("mobile", "Action: keydown(key='shift')", "not available on mobile"),
         ("browser", "Action: open_app(app_name='x')", "open_app() is not available on browser"),
         ("desktop", "Action: press_back()", "not available on desktop"),
     ],

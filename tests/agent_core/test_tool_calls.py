@@ -9,8 +9,10 @@ import pytest
 from agent_core import actions as A
 from agent_core.actions.compat import parse_output
 from agent_core.actions.grammar import WAIT_SECONDS, ActionParseError
+from agent_core.actions.pointer import end_point
 from agent_core.actions.tool_calls import parse_tool_calls
 from tests.agent_core.screens import FHD
+from tests.agent_core.test_coords import reference_smart_resize
 
 # Two screen points, C (960, 540) and Q (480, 270), in each coordinate space of a 1920x1080 screen.
 # Smart-resized it is 1932x1092: 966 * 1920 / 1932 = 960 and 483 * 1920 / 1932 = 480 (worked by hand).
@@ -42,6 +44,7 @@ COMPUTER: list[tuple[list[dict[str, object]], list[A.Action]]] = [
     ([{"action": "mouse_move", "coordinate": "C"}], [A.Hover(*C)]),
     ([{"action": "left_click", "coordinate": "C"}], [A.Click(*C)]),
     ([{"action": "right_click", "coordinate": "Q"}], [A.RightSingle(*Q)]),
+    ([{"action": "middle_click", "coordinate": "Q"}], [A.MiddleSingle(*Q)]),
     ([{"action": "double_click", "coordinate": "C"}], [A.LeftDouble(*C)]),
     ([{"action": "left_click_drag", "start_coordinate": "Q", "coordinate": "C"}], [A.Drag(*Q, *C)]),
     (
@@ -105,11 +108,39 @@ def test_mobile_use_vocabulary(calls, expected, coords):
     assert list(parsed.actions) == expected
 
 
-def test_mobile_key_is_a_key_press_which_phones_lack():
+# The sandbox's pointer at Q when the screenshot was taken (carried across turns by the agent).
+AT_POINTER: list[tuple[list[dict[str, object]], list[A.Action]]] = [
+    ([{"action": "left_click_drag", "coordinate": "C"}], [A.Drag(*Q, *C)]),  # Qwen2.5-VL's schema
+    ([{"action": "scroll", "pixels": -3}], [A.Scroll(*Q, "down", 3)]),
+    ([{"action": "hscroll", "pixels": 2}], [A.Scroll(*Q, "right", 2)]),
+    ([{"action": "left_click"}], [A.Click(*Q)]),
+    ([{"action": "middle_click"}], [A.MiddleSingle(*Q)]),
+    ([{"action": "double_click"}], [A.LeftDouble(*Q)]),
+    # A call that names its point moves the pointer for the calls after it.
+    (
+        [{"action": "mouse_move", "coordinate": "C"}, {"action": "right_click"}],
+        [A.Hover(*C), A.RightSingle(*C)],
+    ),
+]
+
+
+@pytest.mark.parametrize("coords", list(POINTS))
+@pytest.mark.parametrize(("calls", "expected"), AT_POINTER, ids=[str(c[0][-1]["action"]) for c in AT_POINTER])
+def test_actions_without_a_point_act_where_the_sandbox_pointer_is(calls, expected, coords):
+    text = _response("computer_use", calls, coords)
+    assert (
+        list(parse_output(text, fmt="tool_calls", screen=FHD, coords=coords, pointer=Q).actions) == expected
+    )
+
+
+def test_mobile_key_is_a_key_event_and_menu_the_menu_key():
     text = _response("mobile_use", [{"action": "key", "text": "volume_up"}], "absolute")
-    assert parse_tool_calls(text, screen=FHD, coords="absolute").actions == (A.Press("volume_up"),)
-    with pytest.raises(ActionParseError, match="press\\(\\) is not available on mobile"):
-        parse_tool_calls(text, screen=FHD, coords="absolute", platform="mobile")
+    parsed = parse_tool_calls(text, screen=FHD, coords="absolute", platform="mobile")
+    assert parsed.actions == (A.Press("volume_up"),)  # the Android sandbox sends it as KEYCODE_VOLUME_UP
+    text = _response("mobile_use", [{"action": "system_button", "button": "Menu"}], "absolute")
+    assert parse_tool_calls(text, screen=FHD, coords="absolute", platform="mobile").actions == (
+        A.Press("menu"),
+    )
 
 
 def test_thought_and_action_summary_are_kept():
@@ -218,7 +249,6 @@ MALFORMED = [
     (_one({"coordinate": [1, 2]}), "unknown computer_use action None"),
     (_one({"action": "click", "coordinate": [1, 2]}), "unknown computer_use action 'click'"),
     (_one({"action": "left_click", "coordinate": [1, 2], "button": "left"}), "unknown argument(s) button"),
-    (_one({"action": "middle_click", "coordinate": [1, 2]}), "no middle-click action"),
     (_one({"action": "triple_click", "coordinate": [1, 2]}), "no triple-click action"),
     (_one({"action": "left_click"}), "before the pointer was placed"),
     (_one({"action": "mouse_move"}), "mouse_move: needs coordinate"),
@@ -245,7 +275,7 @@ MALFORMED = [
     (_one({"action": "terminate"}), "status must be success or failure, got None"),
     (_one({"action": "terminate", "status": "done"}), "status must be success or failure"),
     (_one({"action": "answer"}), "answer: needs text"),
-    (_one({"action": "system_button", "button": "Menu"}, tool="mobile_use"), "no action for button 'Menu'"),
+    (_one({"action": "system_button", "button": "Power"}, tool="mobile_use"), "no action for button 'Power'"),
     (_one({"action": "system_button"}, tool="mobile_use"), "needs button"),
     (_one({"action": "open", "text": " "}, tool="mobile_use"), "text must not be empty"),
     (_one({"action": "swipe", "coordinate": [1, 2]}, tool="mobile_use"), "needs coordinate2"),
@@ -351,3 +381,94 @@ def test_single_quoted_trailing_comma_json_reads_as_the_strict_json_does(args):
         platform="desktop",
     )
     assert loose.actions == strict.actions
+
+
+# Qwen2.5-VL's processor resizes within 3,136..12,845,056 pixels (qwen-vl-utils, the checkpoints'
+# preprocessor_config.json); UI-TARS-1.5's action parser (bare "smart_resize") from 78,400. On a screen
+# under 78,400 pixels they differ, and the checkpoint's space is the one its model means.
+QWEN25_VL_SPACE = "smart_resize:3136:12845056"
+
+
+@pytest.mark.parametrize("screen", [(320, 240), (200, 150), (280, 200), (640, 100)])
+def test_small_screens_map_as_the_checkpoints_processor_resizes(screen):
+    w, h = screen
+    h_bar, w_bar = reference_smart_resize(h, w, min_pixels=3136)
+    bare_h, bare_w = reference_smart_resize(h, w)
+    assert (h_bar, w_bar) != (bare_h, bare_w)  # the case the two limits disagree on
+    for mx, my in [(0, 0), (w_bar // 3, h_bar // 2), (w_bar - 1, h_bar - 1), (w_bar // 2 + 1, 7)]:
+        text = _one({"action": "left_click", "coordinate": [mx, my]})
+        (click,) = parse_tool_calls(text, screen=screen, coords=QWEN25_VL_SPACE).actions
+        # As Qwen's cookbook maps it back: x * W / w_bar, to the nearest pixel.
+        assert abs(click.x - mx * w / w_bar) <= 0.5 and abs(click.y - my * h / h_bar) <= 0.5
+
+
+def _on_qwens_computer(calls: list[dict[str, object]], pointer: tuple[int, int]) -> list[tuple[object, ...]]:
+    """What Qwen's cookbook computer does with absolute-space calls (pyautogui on the real mouse,
+    written independently of the parser): the events, the pointer moving as each one leaves it."""
+    events: list[tuple[object, ...]] = []
+    x, y = pointer
+    for c in calls:
+        at = c.get("coordinate")
+        if at is not None:
+            x, y = at  # type: ignore[misc]
+        name = c["action"]
+        if name == "left_click_drag":  # pyautogui.dragTo(x, y): from where the pointer was
+            events.append(("drag", *pointer, x, y))
+        elif name == "scroll":  # pyautogui.scroll(pixels) where the pointer is
+            events.append(("scroll", x, y, "up" if c["pixels"] > 0 else "down", abs(c["pixels"])))  # type: ignore[operator]
+        elif name == "mouse_move":
+            events.append(("move", x, y))
+        else:
+            events.append((name, x, y))
+        pointer = (x, y)
+    return events
+
+
+_AS_EVENT = {
+    A.Drag: lambda a: ("drag", a.x1, a.y1, a.x2, a.y2),
+    A.Scroll: lambda a: ("scroll", a.x, a.y, a.direction, a.amount),
+    A.Hover: lambda a: ("move", a.x, a.y),
+    A.Click: lambda a: ("left_click", a.x, a.y),
+    A.MiddleSingle: lambda a: ("middle_click", a.x, a.y),
+    A.RightSingle: lambda a: ("right_click", a.x, a.y),
+    A.LeftDouble: lambda a: ("double_click", a.x, a.y),
+}
+_POINTER_CALL = st.one_of(
+    st.fixed_dictionaries({"action": st.just("mouse_move"), "coordinate": _POINT}),
+    st.fixed_dictionaries({"action": st.just("left_click_drag"), "coordinate": _POINT}),
+    st.fixed_dictionaries(
+        {"action": st.just("scroll"), "pixels": st.integers(-20, 20).filter(bool)},
+        optional={"coordinate": _POINT},
+    ),
+    *[
+        st.fixed_dictionaries({"action": st.just(name)}, optional={"coordinate": _POINT})
+        for name in ("left_click", "middle_click", "right_click", "double_click")
+    ],
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(calls=st.lists(_POINTER_CALL, min_size=1, max_size=6), start=_POINT, per_turn=st.booleans())
+def test_fuzzed_pointer_calls_do_what_they_do_on_qwens_computer(calls, start, per_turn):
+    """Calls that act where the pointer is, one per turn (the agent carrying the pointer) or all in one
+    response, agree with the same calls on Qwen's own computer."""
+    pointer: tuple[int, int] = (start[0], start[1])
+    if per_turn:
+        actions: list[A.Action] = []
+        for call in calls:
+            (action,) = parse_tool_calls(_one(call), screen=FHD, coords="absolute", pointer=pointer).actions
+            actions.append(action)
+            pointer = end_point(action) or pointer
+    else:
+        text = "\n".join(_one(c) for c in calls)
+        actions = list(parse_tool_calls(text, screen=FHD, coords="absolute", pointer=pointer).actions)
+    events = [_AS_EVENT[type(action)](action) for action in actions]
+    expected = _on_qwens_computer(calls, (start[0], start[1]))
+    if not per_turn:
+        # In one response a mouse_move just before a drag folds into it (one gesture, one step).
+        expected = [
+            e
+            for e, after in zip(expected, [*expected[1:], None], strict=True)
+            if not (e[0] == "move" and after and after[0] == "drag")
+        ]
+    assert events == expected

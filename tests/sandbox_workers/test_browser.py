@@ -24,6 +24,7 @@ from agent_core.actions import (
     Finished,
     Hotkey,
     LongPress,
+    MiddleSingle,
     Press,
     RightSingle,
     Scroll,
@@ -53,9 +54,10 @@ COUNTER = (
 INPUTS = """<body style="margin:0"><input id=t style="position:absolute;left:10px;top:10px;width:300px">
 <div id=log style="position:absolute;left:10px;top:50px">-</div><div style="height:5000px"></div><script>
 const log = [];
-for (const ev of ['mousedown', 'mouseup', 'dblclick', 'contextmenu', 'keydown'])
+for (const ev of ['mousedown', 'mouseup', 'dblclick', 'contextmenu', 'auxclick', 'keydown'])
   document.addEventListener(ev, e => {
-    log.push(ev + (e.key ? ':' + e.key : ':' + e.clientX + ',' + e.clientY));
+    const button = ev == 'auxclick' ? ':b' + e.button : '';
+    log.push(ev + (e.key ? ':' + e.key : ':' + e.clientX + ',' + e.clientY) + button);
     document.getElementById('log').textContent = log.slice(-5).join(' ');
     if (ev === 'contextmenu') e.preventDefault();
   }, true);
@@ -175,6 +177,8 @@ def test_mouse_and_keyboard_actions(sb: BrowserProvider) -> None:
     sb.act(Drag(x1=400, y1=400, x2=500, y2=450))
     log = text(sb, "#log")
     assert "contextmenu:300,300" in log and "mousedown:400,400" in log and log.endswith("mouseup:500,450")
+    sb.act(MiddleSingle(x=200, y=300))
+    assert text(sb, "#log").endswith("mousedown:200,300 mouseup:200,300 auxclick:200,300:b1")
     assert _top(sb, "#t") == 10
     sb.act(Scroll(x=600, y=400, direction="down", amount=3))  # 3 notches of 100 px
     assert wait_for(lambda: _top(sb, "#t") == 10 - 300), _top(sb, "#t")

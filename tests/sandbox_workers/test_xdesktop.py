@@ -114,6 +114,7 @@ def test_pointer_actions_and_noops(xdesktop_sandbox: Any) -> None:
     for action in (
         A.Hover(x=cx, y=cy),
         A.LeftDouble(x=cx, y=cy),
+        A.MiddleSingle(x=cx, y=cy),
         A.RightSingle(x=5, y=5),
         A.Press(key="esc"),
         A.Scroll(x=cx, y=cy, direction="up", amount=2),
@@ -124,6 +125,10 @@ def test_pointer_actions_and_noops(xdesktop_sandbox: Any) -> None:
         A.CallUser(),
     ):
         sb.act(action)
+    # The observation says where the pointer is (the clamped click left it in the corner).
+    assert sb.observe().info["pointer"] == [sb.profile.width - 1, sb.profile.height - 1]
+    sb.act(A.Hover(x=cx, y=cy))
+    assert sb.observe().info["pointer"] == [cx, cy]
     t0 = time.monotonic()
     sb.act(A.Wait(seconds=0.2))
     assert time.monotonic() - t0 >= 0.2

@@ -60,6 +60,7 @@ _PACKAGE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+")
 _UNSUPPORTED = {
     "hover": "a touch screen has no pointer to move without touching",
     "right_single": "a touch screen has no right button (use long_press)",
+    "middle_single": "a touch screen has no middle button",
     "keydown": "`input` only sends whole key presses, not a held key",
     "keyup": "`input` only sends whole key presses, not a key release",
 }

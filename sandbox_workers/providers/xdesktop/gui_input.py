@@ -17,7 +17,7 @@ def point(action: A.Action) -> tuple[int, int] | None:
     """Where a pointer action starts (None: a key action, which goes to the focused window)."""
     if isinstance(action, A.Drag):
         return action.x1, action.y1
-    if isinstance(action, A.Click | A.LeftDouble | A.RightSingle | A.Hover | A.Scroll):
+    if isinstance(action, A.PointerAction):
         return action.x, action.y
     return None
 
@@ -30,6 +30,8 @@ def send(x: XSession, action: A.Action) -> None:
         x.click(action.x, action.y, count=2)
     elif isinstance(action, A.RightSingle):
         x.click(action.x, action.y, button="right")
+    elif isinstance(action, A.MiddleSingle):
+        x.click(action.x, action.y, button="middle")
     elif isinstance(action, A.Hover):
         x.move(action.x, action.y)
     elif isinstance(action, A.Drag):

@@ -92,6 +92,12 @@ log = logging.getLogger(__name__)
 # Apps whose window shows before they take input: the quiet time (s) after which they are ready.
 SLOW_TO_READY = {"libreoffice": 0.5, "gimp": 0.5, "thunderbird": 0.5}
 A11Y_SCRIPT = Path(__file__).resolve().parent.parent.parent / "a11y_dump.py"
+
+
+def _pointer(x: XSession) -> tuple[int, int]:
+    return x.pointer()
+
+
 _MOBILE = (A.LongPress, A.OpenApp, A.PressHome, A.PressBack, A.McpCall)
 
 
@@ -107,10 +113,11 @@ class XDesktopProvider(DesktopLifecycle):
     # --- stepping -------------------------------------------------------------------------------
     def observe(self, *, fmt: ImageFormat = "png", a11y: bool = False, quality: int = 80) -> Observation:
         """A screenshot now (and the AT-SPI tree as text when asked); right after a GUI action, its
-        info says how the wait for the action's effect ended (`settle`: settle.SettleResult)."""
+        info says how the wait for the action's effect ended (`settle`: settle.SettleResult). Its
+        `pointer` is where the mouse pointer is ([x, y]), for actions a model means "where it is"."""
         self._ready()
         shot = self._grab(fmt, quality)
-        info: dict[str, Any] = {"display": f":{self.display}"}
+        info: dict[str, Any] = {"display": f":{self.display}", "pointer": list(self._x("pointer", _pointer))}
         settled, self._settled = self._settled, None
         if settled is not None:
             info["settle"] = settled.to_dict()

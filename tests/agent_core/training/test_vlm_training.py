@@ -248,7 +248,7 @@ def test_lora_sft_on_screenshots_trains_an_adapter_of_the_language_model_that_lo
     import json
 
     examples = [SFTExample(messages(c), TARGETS[c], source=c) for c in TARGETS] * 2
-    cfg = validate_config("sft", {"lora": "on", "lora_r": 16, "max_steps": 40, "batch_size": 4, "lr": 1e-2,
+    cfg = validate_config("sft", {"lora": "on", "lora_r": 16, "max_steps": 40, "batch_size": 4, "lr": 5e-3,
                                   "warmup_steps": 5, "checkpoint_every": 1000})  # fmt: skip
     result = run(RunSpec("sft", cfg, vlm, tmp_path / "lora"), NullHooks(quiet=True), examples=examples)
     assert result.status == "succeeded" and result.checkpoint is not None
