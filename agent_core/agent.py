@@ -15,17 +15,17 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from agent_core import actions as A
 from agent_core.actions.compat import parse_output
 from agent_core.actions.grammar import ActionParseError, format_action
 from agent_core.data.trajectory import CheckResult, EpisodeOutcome, StepRecord
 from agent_core.env import ActionRejected, Env, EnvBrokenByAgent, Obs
-from agent_core.memory import EpisodeSummary, EpisodicMemory, build_messages, episodic_prompt
+from agent_core.memory import EpisodeSummary, EpisodicMemory, episodic_prompt
 from agent_core.policies.base import EpisodeContext, Policy, PolicyInput, PolicyOutput, PolicyStopped
-from agent_core.prompts import system_prompt
+from agent_core.prompt_families import check_family, family_messages
 from agent_core.tasks.runner import PreparedTask, declares_infeasible, evaluate
+from agent_core.turns import sampled, sandbox_pointer, served_by
 
 log = logging.getLogger(__name__)
 # The action space a task platform takes (Android sandboxes take the mobile one).
@@ -68,7 +68,6 @@ class _Episode:
     platform: str
     """The action space (see ACTION_PLATFORM)."""
     t0: float
-    system: str
     episodic: str
     on_step: StepSink | None
     obs: Obs
@@ -154,8 +153,8 @@ def _start(
             env=env if policy.privileged else None,
         )
     )
-    tools = prepared.tools  # the sandbox's MCP tools the task uses (none for most tasks)
-    system = system_prompt(platform, language=cfg.language, tools=tools) if policy.wants_messages else ""
+    if policy.wants_messages:  # a prompt family with no place for the task's MCP tools refuses them now
+        check_family(policy.prompt, platform=platform, tools=prepared.tools)
     recalled = EpisodicMemory(memory).retrieve(
         family=spec.family, instruction=prepared.instruction, k=cfg.episodic_k
     )
@@ -169,7 +168,6 @@ def _start(
         max_seconds=max_seconds,
         platform=platform,
         t0=t0,
-        system=system,
         episodic=episodic,
         on_step=on_step,
         obs=env.observe(),
@@ -196,13 +194,17 @@ def _decide(ep: _Episode) -> _Turn | None:
         observation=obs,
         step_index=len(ep.steps),
         history=tuple(ep.steps),
-        messages=build_messages(
-            system=ep.system,
+        messages=family_messages(
+            policy.prompt,
+            platform=ep.platform,
             instruction=prepared.instruction,
             observation=obs,
             history=ep.steps,
             images=ep.cfg.history_images,
             episodic=ep.episodic,
+            language=ep.cfg.language,
+            coords=policy.coords,
+            tools=prepared.tools,
         )
         if policy.wants_messages
         else (),
@@ -216,7 +218,9 @@ def _decide(ep: _Episode) -> _Turn | None:
         ep.stop_reason = "policy_stopped"
         return None
     latency_ms = int((time.monotonic() - t_think) * 1000)
-    parsed = _interpret(out, policy, screen=screen, platform=ep.platform)
+    parsed = _interpret(
+        out, policy, screen=screen, platform=ep.platform, pointer=sandbox_pointer(obs, ep.steps)
+    )
     return _Turn(out=out, parsed=parsed, observed_at=observed_at, latency_ms=latency_ms)
 
 
@@ -225,7 +229,7 @@ def _act(ep: _Episode, turn: _Turn) -> None:
     out = turn.out
     if isinstance(turn.parsed, str):
         ep.invalid_run += 1
-        ep.record(_invalid(len(ep.steps), ep.obs, out, turn.parsed, turn.observed_at, turn.latency_ms))
+        ep.record(_invalid(len(ep.steps), ep, out, turn.parsed, turn.observed_at, turn.latency_ms))
         if ep.invalid_run >= ep.cfg.max_consecutive_invalid:
             ep.stop_reason = "invalid_limit"
         return
@@ -245,7 +249,7 @@ def _act(ep: _Episode, turn: _Turn) -> None:
             latency_ms=turn.latency_ms if j == 0 else 0,
             token_ids=out.token_ids if j == 0 else None,
             logprobs=out.logprobs if j == 0 else None,
-            info={**extra, **served_by(out), **({"continued": True} if j else {})},
+            info={**extra, **(sampled(out, ep.policy) if j == 0 else {**served_by(out), "continued": True})},
         )
         if not _act_one(ep, step, action):
             return
@@ -346,19 +350,21 @@ def propose_step(
     cfg = config or AgentConfig()
     platform = ACTION_PLATFORM.get(prepared.spec.platform, "desktop")
     screen = (obs.width, obs.height)
-    tools = prepared.tools  # the sandbox's MCP tools the task uses (none for most tasks)
-    system = system_prompt(platform, language=cfg.language, tools=tools) if policy.wants_messages else ""
     inp = PolicyInput(
         instruction=prepared.instruction,
         observation=obs,
         step_index=len(history),
         history=tuple(history),
-        messages=build_messages(
-            system=system,
+        messages=family_messages(
+            policy.prompt,
+            platform=platform,
             instruction=prepared.instruction,
             observation=obs,
             history=list(history),
             images=cfg.history_images,
+            language=cfg.language,
+            coords=policy.coords,
+            tools=prepared.tools,  # the sandbox's MCP tools the task uses (none for most tasks)
         )
         if policy.wants_messages
         else (),
@@ -367,7 +373,7 @@ def propose_step(
     t0 = time.monotonic()
     out = policy.act(inp)
     latency_ms = int((time.monotonic() - t0) * 1000)
-    parsed = _interpret(out, policy, screen=screen, platform=platform)
+    parsed = _interpret(out, policy, screen=screen, platform=platform, pointer=sandbox_pointer(obs, history))
     if isinstance(parsed, str):
         return Proposal(out.thought, None, "", out.text, parsed, latency_ms)
     thought, _texts, acts, _extra = parsed
@@ -375,9 +381,15 @@ def propose_step(
 
 
 def _interpret(
-    out: PolicyOutput, policy: Policy, *, screen: tuple[int, int], platform: str
+    out: PolicyOutput,
+    policy: Policy,
+    *,
+    screen: tuple[int, int],
+    platform: str,
+    pointer: tuple[int, int] | None = None,
 ) -> _Interpretation | str:
-    """(thought, action texts, actions, extras) of a response, or the reason it is invalid."""
+    """(thought, action texts, actions, extras) of a response, or the reason it is invalid; `pointer`
+    is where the sandbox's pointer is (see `sandbox_pointer`)."""
     if out.actions is not None:
         if not out.actions:
             return "the policy returned no action"
@@ -386,7 +398,12 @@ def _interpret(
         return out.thought, texts, out.actions, {}
     try:
         parsed = parse_output(
-            out.text, fmt=policy.output_format, screen=screen, coords=policy.coords, platform=platform
+            out.text,
+            fmt=policy.output_format,
+            screen=screen,
+            coords=policy.coords,
+            platform=platform,
+            pointer=pointer,
         )
     except ActionParseError as exc:
         return exc.reason or str(exc)
@@ -409,11 +426,11 @@ def screen_action_text(action: A.Action, screen: tuple[int, int]) -> str:
 
 
 def _invalid(
-    index: int, obs: Obs, out: PolicyOutput, reason: str, observed_at: float, latency_ms: int
+    index: int, ep: _Episode, out: PolicyOutput, reason: str, observed_at: float, latency_ms: int
 ) -> StepRecord:
     return StepRecord(
         index=index,
-        observation=obs,
+        observation=ep.obs,
         thought=out.thought,
         action=None,
         action_text="",
@@ -424,18 +441,8 @@ def _invalid(
         latency_ms=latency_ms,
         token_ids=out.token_ids,
         logprobs=out.logprobs,
-        info=served_by(out),
+        info=sampled(out, ep.policy),
     )
-
-
-def served_by(out: PolicyOutput) -> dict[str, Any]:
-    """Which inference server and which weights answered a turn (the server's base URL and the model it
-    named), kept with each of the turn's steps so a rollout shows where every action came from. Policies
-    run in this process answer for themselves (the episode's policy version): nothing is added."""
-    meta = out.meta or {}
-    if not isinstance(meta.get("server"), str) or not meta["server"]:
-        return {}
-    return {k: meta[k] for k in ("server", "model") if isinstance(meta.get(k), str) and meta[k]}
 
 
 def _acted(step: StepRecord, after: Obs | None, *, invalid: str = "") -> StepRecord:

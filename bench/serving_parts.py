@@ -108,6 +108,7 @@ class Metered(Policy):
         self.thread = thread
         self.coords = inner.coords
         self.output_format = inner.output_format
+        self.prompt = inner.prompt
 
     def reset(self, ctx: EpisodeContext) -> None:
         self.inner.reset(ctx)

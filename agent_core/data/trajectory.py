@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,20 @@ STOP_REASONS = (
     "invalid_limit",
     "policy_stopped",
 )
+
+
+def prompt_stamp(ids: Sequence[int]) -> dict[str, Any]:
+    """What a step keeps of the prompt its policy read, `{"tokens": n, "sha256": hex}` (the ids, image
+    tokens expanded, as the engine tokenized them): enough for a trainer to tell whether its rebuild of
+    the prompt is those very tokens, without storing thousands of ids per screenshot."""
+    return {"tokens": len(ids), "sha256": hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()}
+
+
+def same_prompt(stamp: Mapping[str, Any] | None, ids: Sequence[int]) -> bool | None:
+    """Whether `ids` are the prompt `stamp` describes (None: no usable stamp to tell by)."""
+    if not isinstance(stamp, Mapping) or not isinstance(stamp.get("sha256"), str):
+        return None
+    return stamp.get("tokens") == len(ids) and prompt_stamp(ids)["sha256"] == stamp["sha256"]
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,8 @@ class PolicyInput:
     step_index: int
     history: tuple[StepRecord, ...] = ()
     messages: Sequence[Mapping[str, Any]] = ()
-    """The prompt in OpenAI chat form (system, user turns with images as data URLs, assistant turns)."""
+    """The prompt in OpenAI chat form (system, user turns with images as data URLs, assistant turns),
+    laid out as the policy's prompt family places its prompt (`agent_core.prompt_families`)."""
     screen: tuple[int, int] = (0, 0)
 
 
@@ -78,6 +79,9 @@ class Policy(ABC):
     output_format: str = "uitars"
     """The text form its responses take: one of agent_core.actions.compat.FORMATS (uitars, json, pyautogui,
     computer13, tool_calls, xml_calls)."""
+    prompt: str = "platform"
+    """The prompt family its prompts are written in (agent_core.prompt_families.FAMILIES): the
+    platform's own, or a model family's published one, which asks for one output_format."""
     privileged: ClassVar[bool] = False
     """Whether it is given the environment itself (only the scripted oracle is)."""
     wants_messages: ClassVar[bool] = True

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.policies.base import Policy, PolicyError, PolicyInput, PolicyOutput, register_policy
+from agent_core.prompt_families import PromptError, check_prompt
 from agent_core.training.checkpoints import AdapterError, adapter_base
 from agent_core.training.sampling import (
     check_sampling,
@@ -221,7 +222,8 @@ class LocalPolicy(Policy):
         temperature: float = 0.0,
         top_p: float = 1.0,
         coords: str = "smart_resize",
-        output_format: str = "uitars",
+        output_format: str | None = None,
+        prompt: str | None = None,
         dtype: str = "float32",
         seed: int | None = None,
     ) -> None:
@@ -242,7 +244,10 @@ class LocalPolicy(Policy):
         self.temperature = temperature
         self.top_p = top_p
         self.coords = coords
-        self.output_format = output_format
+        try:  # a prompt family asks for one output format: a policy writing another is refused now
+            self.prompt, self.output_format = check_prompt(prompt, output_format)
+        except PromptError as exc:
+            raise PromptError(f"local policy: {exc}") from None
         self.dtype = dtype
         self.seed = seed
         self.vision = is_vision_model(self._weights)

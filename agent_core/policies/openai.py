@@ -23,6 +23,7 @@ import httpx
 
 from agent_core.policies.base import Policy, PolicyError, PolicyInput, PolicyOutput, register_policy
 from agent_core.policies.local import text_only_messages
+from agent_core.prompt_families import PromptError, check_prompt, prompt_family
 
 # vLLM with --return-tokens-as-token-ids writes each logprob token as "token_id:1234".
 _TOKEN_ID_RE = re.compile(r"^token_id:(\d+)$")
@@ -253,8 +254,9 @@ class OpenAIPolicy(Policy):
         temperature: float = 0.0,
         max_tokens: int = 512,
         timeout_s: float = 120.0,
-        coords: str = "smart_resize",
-        output_format: str = "uitars",
+        coords: str | None = None,
+        output_format: str | None = None,
+        prompt: str | None = None,
         logprobs: bool = True,
         top_logprobs: int | None = None,
         max_retries: int = 2,
@@ -279,8 +281,12 @@ class OpenAIPolicy(Policy):
         # `max_new_tokens` is the local policy's word for it: one config reads the same on either.
         self.max_tokens = int(max_new_tokens) if max_new_tokens is not None else max_tokens
         self.timeout_s = timeout_s
-        self.coords = coords
-        self.output_format = output_format
+        try:  # a prompt family asks for one output format: a policy writing another is refused now
+            self.prompt, self.output_format = check_prompt(prompt, output_format)
+        except PromptError as exc:
+            raise PromptError(f"openai policy: {exc}") from None
+        # No checkpoint here to read the space off: as given, else the family's models' own.
+        self.coords = coords or prompt_family(self.prompt).coords
         self.logprobs = logprobs
         self.top_logprobs = top_logprobs
         self.max_retries = max(0, max_retries)

@@ -22,6 +22,11 @@ class RLTurn:
     """Their logprobs under the rollout's sampler (vLLM or the local model)."""
     parsed: bool = True
     """Whether the response parsed into an action (a format reward applies otherwise)."""
+    index: int = 0
+    """Its place among the episode's turns (0: the first), for the per-turn mismatch metrics."""
+    prompt: Mapping[str, Any] | None = None
+    """What the sampler said of the prompt it read (`agent_core.data.trajectory.prompt_stamp`: its
+    token count and a digest of its ids, image tokens expanded); None where it said nothing."""
 
 
 @dataclass(frozen=True)

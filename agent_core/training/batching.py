@@ -27,6 +27,8 @@ class Sample:
     old_logprobs: list[float] = field(default_factory=list)
     old_values: list[float] = field(default_factory=list)
     entropy: float = 0.0
+    turn_index: int = 0
+    """Its turn's place in its episode (RL), for the per-turn engine/trainer mismatch."""
 
 
 def fit_prompt(prompt: list[int], response: list[int], max_len: int) -> list[int]:

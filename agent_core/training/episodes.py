@@ -9,20 +9,53 @@ share a turn: the turn's first step carries the response.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agent_core.agent import ACTION_PLATFORM
 from agent_core.data.trajectory import StepRecord
-from agent_core.memory import build_messages
-from agent_core.prompts import system_prompt
+from agent_core.prompt_families import DEFAULT_FAMILY, FAMILIES, family_messages
 from agent_core.rl.episodes import RLEpisode, RLTurn
 from agent_core.thoughts import is_placeholder_thought, learnable_thought
 from agent_core.training.types import SFTExample
 
 
-def _system(platform: str, language: str) -> str:
-    """The system prompt run_episode uses for a task of `platform` (desktop, browser or android)."""
-    return system_prompt(ACTION_PLATFORM.get(platform, "desktop"), language=language)
+@dataclass(frozen=True)
+class _Prompt:
+    """How run_episode wrote an episode's prompts: for a task of `platform` (desktop, browser or
+    android), in `language`, in prompt `family` (agent_core.prompt_families) for the `coords` space."""
+
+    platform: str
+    language: str = "English"
+    family: str = DEFAULT_FAMILY
+    coords: str = "smart_resize"
+
+    def messages(
+        self, instruction: str, step: StepRecord, history: Sequence[StepRecord], images: int
+    ) -> list[Mapping[str, Any]]:
+        return family_messages(
+            self.family,
+            platform=ACTION_PLATFORM.get(self.platform, "desktop"),
+            instruction=instruction,
+            observation=step.observation,
+            history=history,
+            images=images,
+            language=self.language,
+            coords=self.coords,
+        )
+
+
+def _written_in(steps: Sequence[StepRecord], platform: str, language: str) -> _Prompt:
+    """The prompt family and coordinate space the episode's sampled turns say they were written in
+    (their prompt stamp, `agent_core.turns.sampled`); the platform's prompt where none says."""
+    for step in steps:
+        stamp = step.info.get("prompt")
+        if isinstance(stamp, Mapping) and stamp.get("family") in FAMILIES:
+            coords = stamp.get("coords")
+            return _Prompt(
+                platform, language, stamp["family"], coords if isinstance(coords, str) else "smart_resize"
+            )
+    return _Prompt(platform, language)
 
 
 def target_text(step: StepRecord) -> str:
@@ -37,7 +70,7 @@ def target_text(step: StepRecord) -> str:
 
 def _turns(
     steps: Sequence[StepRecord],
-    system: str,
+    prompt: _Prompt,
     instruction: str,
     history_images: int,
     keep: Callable[[StepRecord], bool],
@@ -46,16 +79,7 @@ def _turns(
     for i, step in enumerate(steps):
         if step.info.get("continued") or not keep(step):
             continue
-        yield (
-            step,
-            build_messages(
-                system=system,
-                instruction=instruction,
-                observation=step.observation,
-                history=list(steps[:i]),
-                images=history_images,
-            ),
-        )
+        yield step, prompt.messages(instruction, step, list(steps[:i]), history_images)
 
 
 def _placeholder(step: StepRecord) -> bool:
@@ -85,9 +109,8 @@ def sft_examples(
 ) -> list[SFTExample]:
     """One example per valid turn of a recorded episode (invalid turns teach nothing: skipped, but
     they stay in the history of later turns, as they did when the episode ran)."""
-    system = _system(platform, language)
     out: list[SFTExample] = []
-    for step, messages in _turns(steps, system, instruction, history_images, _learnable):
+    for step, messages in _turns(steps, _Prompt(platform, language), instruction, history_images, _learnable):
         out.append(
             SFTExample(
                 messages=messages,
@@ -114,11 +137,14 @@ def rl_episode(
     episode_id: str = "",
 ) -> RLEpisode:
     """An RL episode: one turn per model response that kept its token ids and logprobs."""
-    system = _system(platform, language)
+    written = _written_in(steps, platform, language)
     turns: list[RLTurn] = []
-    for step, messages in _turns(steps, system, instruction, history_images, _sampled):
+    for index, (step, messages) in enumerate(_turns(steps, written, instruction, history_images, _sampled)):
+        stamp = step.info.get("prompt")
         turns.append(
             RLTurn(
+                index=index,
+                prompt=stamp if isinstance(stamp, Mapping) else None,
                 messages=messages,
                 a11y=step.observation.a11y,
                 response_ids=tuple(step.token_ids or ()),

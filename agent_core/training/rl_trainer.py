@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_core.data.trajectory import same_prompt
 from agent_core.rl.curation import Curator, ExperiencePool, within_lag
 from agent_core.rl.episodes import RLEpisode, RLTurn
 from agent_core.rl.losses import explained_variance, kl_penalty, policy_loss, value_loss
@@ -27,6 +28,7 @@ from agent_core.training.checkpoints import latest_checkpoint
 from agent_core.training.errors import TrainingError
 from agent_core.training.grpo import GRPO
 from agent_core.training.lora import load_trainable_state, trainable_parameters, trainable_state
+from agent_core.training.mismatch import Mismatch
 from agent_core.training.model_io import critic_class, load_policy_model
 from agent_core.training.ppo import PPO
 from agent_core.training.rng import set_rng_state
@@ -109,6 +111,8 @@ class RLTrainer(Trainer):
         self.sampled = 0  # episodes that came back in this collection (DAPO's dynamic sampling)
         self.agreed: list[list[RLEpisode]] = []  # and its groups that had nothing to teach
         self.unpublished = 0  # turns trained since the last published version
+        self.rebuild_differs = 0  # turns whose rebuilt prompt is not the one their sampler read
+        self.mismatch = Mismatch()  # |π_old − π_rollout| by turn index, per iteration
 
     def _load_critic(self) -> None:
         """The value model, initialised from the starting policy's weights (or resumed), and its optimizer.
@@ -224,10 +228,17 @@ class RLTrainer(Trainer):
     # --- the update ---
 
     def encode_turn(self, turn: RLTurn) -> Sample | None:
-        """The turn as a sample with its rollout log-probabilities (None when too long, counted)."""
+        """The turn as a sample with its rollout log-probabilities; None when too long, or when the
+        prompt rebuilt here is not the one its sampler read (its stamp says: `rebuild_differs`, counted
+        and reported, never trained on: its log-probabilities would be of other tokens)."""
         sample = self._sample(turn.messages, turn.a11y, list(turn.response_ids))
+        if sample is not None and same_prompt(turn.prompt, sample.prompt) is False:
+            self.rebuild_differs += 1
+            self.untrained["rebuild_differs"] += 1
+            return None
         if sample is not None:
             sample.rollout_logprobs = list(turn.rollout_logprobs)[: len(sample.response)]
+            sample.turn_index = turn.index
         return sample
 
     def _minibatches(self, samples: list[Sample]) -> list[list[Sample]]:
@@ -250,6 +261,7 @@ class RLTrainer(Trainer):
                 vals = gather(self.critic(ids, attn, images)[:, :-1], mask, plen, lens) if values else None
                 for i, (s, lp) in enumerate(zip(mb, gather(logp, mask, plen, lens), strict=True)):
                     s.old_logprobs = lp
+                    self.mismatch.note(s.turn_index, s.old_logprobs, s.rollout_logprobs)
                     s.entropy = sum(ents[i]) / max(1, len(ents[i]))
                     if vals is not None:
                         s.old_values = vals[i]
@@ -412,6 +424,7 @@ class RLTrainer(Trainer):
         samples = self.algo.samples(groups, metrics, self)
         if self.too_long:  # turns over max_seq_len so far (an RL turn is never cut: trainer._sample)
             metrics["rl/skipped_too_long"] = float(self.too_long)
+        self.mismatch.report(metrics, rebuild_differs=self.rebuild_differs)
         tokens = self._update(samples, metrics) if samples else 0
         trained = self.turns_trained - before  # turns the policy itself was updated on
         self.unpublished += trained

@@ -39,6 +39,11 @@ def why_untrained(
         reasons.append(f"{n['stale']} episode(s) came from policies older than max_policy_lag allows")
     if too_long:
         reasons.append(f"{too_long} turn(s) were longer than max_seq_len ({max_seq_len})")
+    if n.get("rebuild_differs"):
+        reasons.append(
+            f"{n['rebuild_differs']} turn(s) rebuilt to a prompt other than the one their sampler read "
+            "(another prompt, history_images, processor or tokenizer than the rollouts used)"
+        )
     if n.get("value_pretraining"):
         reasons.append(
             f"{n['value_pretraining']} iteration(s) trained only the critic (value_pretrain_steps)"

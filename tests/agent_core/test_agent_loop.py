@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent_core import actions as A
@@ -239,3 +241,105 @@ def test_an_sdk_result_is_the_observation_text_of_the_next_turn():
     # Two turns later the command's turn is text only, its output still with it.
     intro = policy.inputs[3].messages[1]["content"][0]["text"]
     assert "Step 1: Thought: I ask the shell." in intro and "ECHO SECRET-42" in intro
+
+
+class _ToolCallPolicy(TextPolicy):
+    output_format = "tool_calls"
+
+
+def _qwen(args: dict[str, object]) -> str:
+    return "<tool_call>\n" + json.dumps({"name": "computer_use", "arguments": args}) + "\n</tool_call>"
+
+
+def test_the_pointer_is_carried_across_turns_for_actions_that_act_where_it_is():
+    """Qwen2.5-VL's left_click_drag names only its end, a scroll or click without coordinates acts where
+    the pointer is: where the last turn left it (a sandbox that does not report its pointer), or where
+    the sandbox says it is."""
+    env = FakeEnv()
+    turns = [
+        _qwen({"action": "mouse_move", "coordinate": [100, 200]}),
+        _qwen({"action": "left_click_drag", "coordinate": [300, 400]}),
+        _qwen({"action": "scroll", "pixels": -2}),
+        _qwen({"action": "middle_click"}),
+    ]
+    out = run_episode(env, _ToolCallPolicy(turns), prepared(), config=AgentConfig(max_steps=4))
+    assert [s.invalid_reason for s in out.steps] == [""] * 4
+    assert env.acted == [
+        A.Hover(x=100, y=200),
+        A.Drag(x1=100, y1=200, x2=300, y2=400),
+        A.Scroll(x=300, y=400, direction="down", amount=2),
+        A.MiddleSingle(x=300, y=400),
+    ]
+
+
+class _PointerEnv(FakeEnv):
+    """Reports its pointer with each screenshot, as the X desktop does (someone else moved it)."""
+
+    def observe(self) -> Obs:
+        obs = super().observe()
+        return Obs(
+            screenshot=obs.screenshot, width=obs.width, height=obs.height, info={"pointer": [640, 360]}
+        )
+
+    def act(self, action: A.Action) -> Obs:
+        obs = super().act(action)
+        return Obs(screenshot=obs.screenshot, width=obs.width, height=obs.height, info={"pointer": [5, 6]})
+
+
+def test_the_pointer_the_sandbox_reports_wins_and_an_unplaced_pointer_is_an_invalid_step():
+    env = _PointerEnv()
+    turns = [_qwen({"action": "left_click_drag", "coordinate": [10, 10]}), _qwen({"action": "left_click"})]
+    out = run_episode(env, _ToolCallPolicy(turns), prepared(), config=AgentConfig(max_steps=2))
+    assert env.acted == [A.Drag(x1=640, y1=360, x2=10, y2=10), A.Click(x=5, y=6)]
+    # First turn, and a sandbox that does not say: nothing to drag from, an invalid step with its reason.
+    out = run_episode(FakeEnv(), _ToolCallPolicy(turns[:1]), prepared(), config=AgentConfig(max_steps=1))
+    assert out.steps[0].action is None and "start_coordinate" in out.steps[0].invalid_reason
+
+
+class _StampedPolicy(TextPolicy):
+    """Gives the prompt's token ids, as the local policy and vLLM do."""
+
+    def act(self, inp):  # type: ignore[no-untyped-def]
+        out = super().act(inp)
+        return PolicyOutput(
+            text=out.text, token_ids=out.token_ids, logprobs=out.logprobs, prompt_token_ids=(7, 8, 9)
+        )
+
+
+def test_a_turns_first_step_keeps_the_stamp_of_the_prompt_its_policy_read():
+    from agent_core.data.trajectory import prompt_stamp, same_prompt
+    from agent_core.training.episodes import rl_episode
+
+    turns = ["Action: click(start_box='(1,1)')\n\nclick(start_box='(2,2)')", "Action: finished()"]
+    out = run_episode(FakeEnv(), _StampedPolicy(turns), prepared())
+    first, second, last = out.steps
+    stamp = {**prompt_stamp((7, 8, 9)), "family": "platform", "coords": "absolute"}
+    assert first.info["prompt"] == stamp and "prompt" not in second.info
+    assert same_prompt(first.info["prompt"], [7, 8, 9]) and not same_prompt(first.info["prompt"], [7, 8])
+    assert "prompt" in last.info
+    episode = rl_episode("t", 0, 1.0, "Write hi", "desktop", out.steps, policy_version=0)
+    assert [(t.index, t.prompt) for t in episode.turns] == [
+        (0, first.info["prompt"]),
+        (1, last.info["prompt"]),
+    ]
+
+
+class _QwenPolicy(_StampedPolicy):
+    prompt = "qwen2.5-vl"
+    output_format = "tool_calls"
+    coords = "smart_resize:3136:12845056"
+
+
+def test_the_trainer_rebuilds_each_turn_in_the_prompt_family_and_space_it_was_written_in():
+    from agent_core.training.episodes import rl_episode
+
+    turns = [
+        _qwen({"action": "left_click", "coordinate": [10, 20]}),
+        _qwen({"action": "terminate", "status": "success"}),
+    ]
+    policy = _QwenPolicy(turns)
+    out = run_episode(FakeEnv(), policy, prepared())
+    assert [s.info["prompt"]["family"] for s in out.steps] == ["qwen2.5-vl"] * 2
+    assert "You are a helpful assistant." in str(policy.inputs[0].messages[0]["content"])
+    episode = rl_episode("t", 0, 1.0, prepared().instruction, "desktop", out.steps, policy_version=0)
+    assert [list(t.messages) for t in episode.turns] == [list(inp.messages) for inp in policy.inputs]

@@ -65,6 +65,28 @@ class PolicyVersion(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        """A config's prompt family, output format and coordinate space are checked when it is saved
+        through a form (the admin): an error names the key, not a failed episode later."""
+        from django.core.exceptions import ValidationError
+
+        from agent_core.actions.coords import is_space
+        from agent_core.prompt_families import PromptError, check_prompt
+
+        if not isinstance(self.config, dict):
+            raise ValidationError({"config": "must be a JSON object"})
+        config = self.config
+        prompt, fmt = config.get("prompt"), config.get("output_format")
+        for key, value in (("prompt", prompt), ("output_format", fmt), ("coords", config.get("coords"))):
+            if value is not None and not isinstance(value, str):
+                raise ValidationError({"config": f"{key} must be a string, got {value!r}"})
+        try:
+            check_prompt(prompt, fmt)
+        except PromptError as exc:
+            raise ValidationError({"config": str(exc)}) from None
+        if "coords" in config and not is_space(config["coords"]):
+            raise ValidationError({"config": f"coords {config['coords']!r} is not a coordinate space"})
+
     def is_platform_served(self) -> bool:
         """Whether the platform's policy servers serve it (an openai version without its own endpoint)."""
         return self.backend == self.Backend.OPENAI and not self.endpoint_url

@@ -113,6 +113,15 @@ METRIC_GROUPS: list[dict[str, Any]] = [
         ["rl/is_weight_mean", "rl/is_weight_max", "rl/is_weight_min"],
         ["rl/is_truncated_frac"],
     ),
+    _group(
+        "mismatch",
+        "Engine/trainer log-prob mismatch |π_old − π_rollout| per token (mean, max), and turns whose "
+        "rebuilt prompt was not the one the engine read (never trained)",
+        ["rl/logprob_mismatch_mean", "rl/logprob_mismatch_max"],
+        ["rl/rebuild_differs"],
+    ),
+    _group("mismatch-turn", "Mismatch by turn index of the episode (mean)", ["rl/logprob_mismatch/*"]),
+    _group("mismatch-turn-max", "Mismatch by turn index of the episode (max)", ["rl/logprob_mismatch_max/*"]),
     _group("speed", "Tokens per second and step time (s)", ["train/tokens_per_s"], ["train/step_time_s"]),
     _group("env", "Environment utilisation and policy lag", ["rl/env_utilisation"], ["rl/policy_lag"]),
     _group(

@@ -206,6 +206,49 @@ def test_an_rl_turn_over_max_seq_len_is_skipped_and_counted_never_cut(
         assert trainer._sample(PROMPT, None, list(range(5, 60))) is None and trainer.too_long == 2
 
 
+def test_a_turn_rebuilt_to_another_prompt_than_its_sampler_read_is_counted_never_trained(
+    tiny: Path, tmp_path: Path
+) -> None:
+    """Token in, token out: a turn's stamp (what the sampler read) against the trainer's rebuild; the
+    engine/trainer log-prob mismatch of what is trained, by turn index."""
+    from agent_core.data.trajectory import prompt_stamp
+    from agent_core.rl.episodes import RLTurn
+    from agent_core.training.untrained import why_untrained
+
+    config = validate_config("grpo", {"device": "cpu", "minibatch_size": 2})
+    trainer = RLTrainer(RunSpec("grpo", config, tiny, tmp_path / "out"), NullHooks(quiet=True))
+    policy = LocalPolicy(model_path=tiny, seed=5, max_new_tokens=6)
+    out = policy.act(policy_input("Click OK"))
+    assert out.prompt_token_ids and out.token_ids and out.logprobs
+    stamp = prompt_stamp(out.prompt_token_ids)
+    sampled = {"response_ids": out.token_ids, "rollout_logprobs": out.logprobs}
+    read = ({"role": "user", "content": "Click OK"},)
+    other = ({"role": "user", "content": "Click OK, then Cancel"},)
+    same = trainer.encode_turn(RLTurn(messages=read, a11y=None, index=0, prompt=stamp, **sampled))
+    assert same is not None and same.prompt == list(out.prompt_token_ids) and same.turn_index == 0
+    assert trainer.encode_turn(RLTurn(messages=other, a11y=None, index=1, prompt=stamp, **sampled)) is None
+    assert trainer.rebuild_differs == 1 and trainer.untrained["rebuild_differs"] == 1
+    assert "1 turn(s) rebuilt to a prompt other than" in why_untrained(
+        "grpo", trainer.untrained, too_long=0, max_seq_len=2048, iterations=1
+    )
+    # No stamp (a sampler that gave no prompt ids): nothing to tell by, trained as before.
+    unstamped = trainer.encode_turn(RLTurn(messages=other, a11y=None, index=12, prompt=None, **sampled))
+    assert unstamped is not None and unstamped.turn_index == 12
+    trainer.score([same, unstamped], values=False)
+    metrics: dict[str, float] = {}
+    trainer.mismatch.report(metrics, rebuild_differs=trainer.rebuild_differs)
+    # The same prompt on the weights that sampled: no mismatch. Another prompt: the one it shows.
+    assert metrics["rl/logprob_mismatch/turn_0"] < 1e-5
+    assert metrics["rl/logprob_mismatch/turn_9+"] > 1e-4  # turn 12, in the last bucket
+    assert metrics["rl/logprob_mismatch_max"] == max(
+        metrics["rl/logprob_mismatch_max/turn_0"], metrics["rl/logprob_mismatch_max/turn_9+"]
+    )
+    assert metrics["rl/rebuild_differs"] == 1.0
+    after: dict[str, float] = {}
+    trainer.mismatch.report(after)  # reset for the next iteration
+    assert "rl/logprob_mismatch_mean" not in after
+
+
 # --- 4. log-probabilities only where the loss reads them, in chunks, equal to the full computation ---
 
 

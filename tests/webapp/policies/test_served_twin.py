@@ -47,3 +47,25 @@ def test_vision_is_read_off_the_checkpoint_whatever_file_its_transformers_wrote(
     # Its clicks are read in the space its processor resizes into (transformers' limits when the file
     # names none); without a processor file the space stays as the config says.
     assert twin.config["coords"] == ("smart_resize:3136:1003520" if processor_file else "smart_resize")
+
+
+@pytest.mark.parametrize(
+    ("config", "needle"),
+    [
+        ({"prompt": "qwen2.5-vl", "output_format": "uitars"}, "asks for output_format 'tool_calls'"),
+        ({"prompt": "gpt-4o"}, "gpt-4o"),
+        ({"output_format": 5}, "output_format must be a string"),
+        ({"coords": "smart_resize:9:1"}, "is not a coordinate space"),
+    ],
+)
+def test_a_policy_config_is_checked_when_saved_through_a_form(config: dict, needle: str) -> None:
+    """The admin's form calls full_clean: a bad prompt family, output format or space names the key."""
+    from django.core.exceptions import ValidationError
+
+    from webapp.policies.models import PolicyVersion
+
+    version = PolicyVersion(name="p", backend=PolicyVersion.Backend.OPENAI, model_name="m", config=config)
+    with pytest.raises(ValidationError) as info:
+        version.clean()
+    assert needle in str(info.value.message_dict["config"])
+    PolicyVersion(name="q", backend="openai", model_name="m", config={"prompt": "qwen2.5-vl"}).clean()

@@ -33,7 +33,7 @@ def test_run_page_shows_status_config_checkpoints_log_and_a_chart_per_group(clie
     assert response.status_code == 200
     assert 'data-testid="run-status">finished<' in body
     assert count_testid(response, "checkpoint-row") == 3
-    assert count_testid(response, "chart") == 13  # one canvas per metric group; others are added by JS
+    assert count_testid(response, "chart") == 16  # one canvas per metric group; others are added by JS
     assert 'data-group="loss"' in body and 'data-group="task-success"' in body
     assert "fake training: 6 steps" in body
     assert "<th><code>max_steps</code></th><td>6</td>" in body
