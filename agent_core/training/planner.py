@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core.training.checkpoints import AdapterError, adapter_base
+from agent_core.training.planner_vision import tower_dims, vision_activations, vision_params
 
 GIB = 2**30
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
@@ -91,6 +92,11 @@ class ModelShape:
     """Parameters outside the decoder: a vision tower and its projector."""
     eager_attention: bool = False
     vision: bool = False
+    vision_hidden: int = 0
+    """The vision tower's width (Qwen-VL embed_dim / hidden_size, a ViT's hidden_size)."""
+    vision_layers: int = 0
+    patches_per_token: int = 1
+    """Vision positions per image token in the decoder (Qwen-VL merges spatial_merge_size² patches)."""
 
     @property
     def layer_params(self) -> int:
@@ -153,39 +159,6 @@ def _text_shape(config: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, 
     )
 
 
-def vision_params(vision: Mapping[str, Any], text_hidden: int, top: Mapping[str, Any]) -> int:
-    """The vision tower's and its projector's parameters: Qwen2-VL (embed_dim, depth), Qwen2.5-VL
-    (depth, out_hidden_size) or a CLIP / SigLIP-style ViT with a LLaVA projector."""
-    if "depth" in vision:
-        depth, m2 = int(vision["depth"]), int(vision.get("spatial_merge_size", 2)) ** 2
-        channels = int(vision.get("in_chans", vision.get("in_channels", 3)))
-        patch = channels * int(vision.get("temporal_patch_size", 2)) * int(vision.get("patch_size", 14)) ** 2
-        if "embed_dim" in vision:  # Qwen2-VL: LayerNorm, a GELU MLP of mlp_ratio
-            e, out = int(vision["embed_dim"]), int(vision.get("hidden_size", text_hidden))
-            mlp = int(e * float(vision.get("mlp_ratio", 4)))
-            block = 4 * e + 3 * e * e + 3 * e + e * e + e + 2 * e * mlp + mlp + e
-            norm = 2 * e
-        else:  # Qwen2.5-VL: RMSNorm, a SwiGLU MLP with biases
-            e, out = int(vision["hidden_size"]), int(vision.get("out_hidden_size", text_hidden))
-            i = int(vision["intermediate_size"])
-            block = 2 * e + 4 * e * e + 4 * e + 3 * e * i + 2 * i + e
-            norm = e
-        merger = norm + (e * m2) ** 2 + e * m2 + e * m2 * out + out
-        return patch * e + depth * block + merger
-    e, i = int(vision["hidden_size"]), int(vision["intermediate_size"])
-    positions = (int(vision.get("image_size", 224)) // int(vision.get("patch_size", 14))) ** 2
-    clip = "clip" in str(vision.get("model_type", "clip"))
-    embeddings = int(vision.get("num_channels", 3)) * int(vision.get("patch_size", 14)) ** 2 * e
-    embeddings += e * (positions + 1) + e if clip else e * positions + e  # CLIP: class token, no conv bias
-    block = 4 * (e * e + e) + 2 * e * i + i + e + 4 * e
-    norms = 4 * e if clip else 2 * e  # CLIP has a pre- and a post-layernorm
-    layers = top.get("vision_feature_layer", -1)
-    feeds = len(layers) if isinstance(layers, list) else 1
-    bias = bool(top.get("multimodal_projector_bias", True))
-    projector = e * feeds * text_hidden + text_hidden * text_hidden + (2 * text_hidden if bias else 0)
-    return embeddings + int(vision["num_hidden_layers"]) * block + norms + projector
-
-
 def model_shape(config: Mapping[str, Any]) -> ModelShape:
     """The shape of a model from its config.json (text-only or vision-language)."""
     text = config.get("text_config") or config
@@ -195,7 +168,16 @@ def model_shape(config: Mapping[str, Any]) -> ModelShape:
     vision = config.get("vision_config")
     extra = vision_params(vision, shape["hidden"], config) if isinstance(vision, Mapping) else 0
     attention = config.get("_attn_implementation") or config.get("attn_implementation")
-    return ModelShape(**shape, extra_params=extra, eager_attention=attention == "eager", vision=extra > 0)
+    hidden, layers, merge = tower_dims(vision) if isinstance(vision, Mapping) else (0, 0, 1)
+    return ModelShape(
+        **shape,
+        extra_params=extra,
+        eager_attention=attention == "eager",
+        vision=extra > 0,
+        vision_hidden=hidden,
+        vision_layers=layers,
+        patches_per_token=merge,
+    )
 
 
 def read_model_shape(model_dir: str | Path) -> ModelShape:
@@ -370,6 +352,9 @@ def plan_run(shape: ModelShape, algorithm: str, cfg: Mapping[str, Any]) -> Plan:
     tokens = micro * seq
     activations = _activations(shape, tokens, seq, width, checkpointing)
     other = _activations(shape, tokens, seq, width, not checkpointing)
+    # Image tokens are at most every position of max_seq_len: the tower's activations at that bound.
+    activations += vision_activations(shape, tokens, width, trained=not lora, checkpointing=checkpointing)
+    other += vision_activations(shape, tokens, width, trained=not lora, checkpointing=not checkpointing)
     logits = tokens * shape.vocab * (width + 12)  # dtype logits, fp32 copy, log-softmax, one fp32 grad
     critic = 0
     if algorithm == "ppo":  # a value model of the policy's architecture (a LoRA one: a second frozen
@@ -399,7 +384,11 @@ def plan_run(shape: ModelShape, algorithm: str, cfg: Mapping[str, Any]) -> Plan:
             "under DDP each process holds a whole copy of the model: processes lower only the activations"
         )
     if shape.vision:
-        notes.append("the vision tower's activations are not counted (image tokens are in max_seq_len)")
+        notes.append(
+            "the vision tower's activations are counted as if every position of max_seq_len were an "
+            f"image token ({shape.patches_per_token} patch(es) each): an upper bound"
+            + ("; LoRA leaves the tower frozen, so it keeps none for the backward pass" if lora else "")
+        )
     return Plan(
         params=params, trainable=trainable, method=method, dtype=str(cfg.get("dtype", "float32")),
         micro_batch=micro, seq_len=seq, processes=processes, weights=weights, gradients=gradients,

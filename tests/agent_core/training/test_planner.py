@@ -95,6 +95,23 @@ def test_activations_follow_korthikanti_and_checkpointing_keeps_only_layer_input
     assert plan(dtype="float32", batch_size=b, max_seq_len=s).activations == 2 * sdpa.activations
 
 
+def test_the_vision_towers_activations_are_counted_for_the_image_tokens_a_sample_can_hold():
+    """Qwen2-VL-7B: 4 patches per image token through 32 layers of width 1280; at most every position
+    of max_seq_len an image token. Trained (full fine-tuning) it keeps every layer's; frozen (LoRA of
+    the language model) only the running layer's."""
+    vl = model_shape(QWEN2_VL_7B)
+    s, b = 1024, 2
+    text = plan(dtype="bfloat16", batch_size=b, max_seq_len=s).activations
+    layer = s * b * 4 * 1280 * 34
+    full = plan(shape=vl, dtype="bfloat16", batch_size=b, max_seq_len=s)
+    assert full.activations == text + 32 * layer
+    lora = plan(shape=vl, dtype="bfloat16", batch_size=b, max_seq_len=s, lora="on")
+    assert lora.activations == text + layer and any("frozen" in n for n in lora.notes)
+    ckpt = plan(shape=vl, dtype="bfloat16", batch_size=b, max_seq_len=s, gradient_checkpointing="on")
+    assert ckpt.activations - (28 * s * b * 3584 * 2 + s * b * 3584 * 34) == 32 * s * b * 4 * 1280 * 2 + layer
+    assert any("upper bound" in n for n in full.notes)
+
+
 def test_suggested_sequence_length_and_batch_are_the_largest_that_fit():
     p = plan(dtype="bfloat16", lora="on", batch_size=8)
     device = 40 * GIB
