@@ -5,10 +5,12 @@ Layout of an export folder::
     data/train-00000.jsonl   (or .parquet; a new shard every `shard_records` records)
     images/<sha>.png         (each screenshot once, hard-linked where possible)
     manifest.json            (written last: kind, format, counts, shards with sha256, options, meta)
+    dataset_info.json        (SFT in the llamafactory layout only: LLaMA-Factory's dataset description)
 
-Records come from `agent_core.data.export_formats` (SFT, CT, AgentNet; see there) one trajectory at a
-time, so memory holds one trajectory plus at most one Parquet row group. A failed export removes
-every file it created, so no manifest is ever left beside partial data.
+Records come from `agent_core.data.export_formats` (SFT, CT, AgentNet; see there; SFT in the layout
+`options.layout` names, `agent_core.data.sft_layouts`) one trajectory at a time, so memory holds one
+trajectory plus at most one Parquet row group. A failed export removes every file it created, so no
+manifest is ever left beside partial data.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from agent_core.data.export_formats import (
     record_images,
     sft_records,
 )
+from agent_core.data.sft_layouts import layout_files, sft_layout_records, sft_layout_schema
 from agent_core.flywheel import TrajectoryView
 
 log = logging.getLogger(__name__)
@@ -49,7 +52,11 @@ DATA_DIR = "data"
 MANIFEST_FORMAT = "agent_core.export/1"
 
 RecordBuilder = Callable[..., Iterator[dict[str, Any]]]
-_BUILDERS: dict[str, RecordBuilder] = {"sft": sft_records, "ct": ct_records, "agentnet": agentnet_records}
+_BUILDERS: dict[str, RecordBuilder] = {
+    "sft": sft_layout_records,
+    "ct": ct_records,
+    "agentnet": agentnet_records,
+}
 
 
 @dataclass(frozen=True)
@@ -144,7 +151,9 @@ class _Shards:
         self.jsonl: IO[bytes] | None = None
         self.parquet: Any = None
         self.buffer: list[dict[str, Any]] = []
-        self.schema: Any = arrow_schema(kind) if fmt == "parquet" else None
+        self.schema: Any = None
+        if fmt == "parquet":
+            self.schema = sft_layout_schema(options.layout) if kind == "sft" else arrow_schema(kind)
 
     def _open(self) -> None:
         rel = f"{DATA_DIR}/train-{len(self.done):05d}.{self.fmt}"
@@ -259,8 +268,16 @@ def _check(kind: str, fmt: str, options: ExportOptions, out_dir: Path) -> None:
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")
     options.check()
+    if kind != "sft" and options.layout != "chat":
+        raise ExportError(f"layout {options.layout!r} is for sft exports; {kind} records have one (chat)")
     if (out_dir / MANIFEST).exists() or (out_dir / DATA_DIR).exists():
         raise ExportError(f"{out_dir} already holds an export; export into a fresh folder")
+
+
+def _write_layout_files(out_dir: Path, kind: str, options: ExportOptions, created: list[Path]) -> None:
+    for name, text in (layout_files(options.layout) if kind == "sft" else {}).items():
+        created.append(out_dir / name)
+        (out_dir / name).write_text(text)
 
 
 def export_trajectories(
@@ -307,6 +324,7 @@ def export_trajectories(
             steps += len(traj.steps)
             if progress is not None:
                 progress(steps, episodes)
+        _write_layout_files(out_dir, kind, options, created)
         manifest = ExportManifest(
             kind=kind,
             fmt=fmt,

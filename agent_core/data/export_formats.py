@@ -12,7 +12,8 @@ the ``coords`` space. Targets use the reviewer's correction where there is one; 
 parse, or that a reviewer marked "wrong" without correcting, are never targets (nor is a step whose
 action has coordinates but whose screen size is unknown). Earlier steps are
 written as they happened (the screens that follow show their effect), with a corrected thought
-applied only where the action itself was not corrected.
+applied only where the action itself was not corrected. That chat is written as it is here (layout
+"chat") or in the form TRL, LLaMA-Factory or ms-swift reads (`agent_core.data.sft_layouts`).
 
 CT (one record per episode): the instruction, then per step its screenshot and what the actor said
 and did (or the output that did not parse and why, and any reviewer label or correction), then the
@@ -50,6 +51,8 @@ from agent_core.tasks.runner import declares_infeasible
 from agent_core.thoughts import is_placeholder_thought, learnable_thought
 
 IMAGES_DIR = "images"
+SFT_LAYOUTS: tuple[str, ...] = ("chat", "trl", "llamafactory", "swift")
+"""How SFT records are written: this platform's chat, or the form one outside stack reads (sft_layouts)."""
 # Task platforms name the sandbox; the grammar and prompts name the action space (as agent.py maps).
 _ACTION_PLATFORM = {"android": "mobile"}
 # format_response needs a screen for actions without coordinates too; any valid size writes the same.
@@ -74,6 +77,8 @@ class ExportOptions:
     """Parquet row-group size, which is also the most records buffered in memory."""
     success_threshold: float = 1.0
     """Reward at or above which the checker counts the task done (CT outcome, AgentNet task_completed)."""
+    layout: str = "chat"
+    """SFT: how each record is laid out, one of SFT_LAYOUTS (see agent_core.data.sft_layouts)."""
 
     def check(self) -> None:
         """Raise ExportError for an option out of range."""
@@ -81,6 +86,8 @@ class ExportOptions:
             raise ExportError(
                 f"unknown coords {self.coords!r}; valid: {', '.join(COORD_SPACES)}, smart_resize:<min>:<max>"
             )
+        if self.layout not in SFT_LAYOUTS:
+            raise ExportError(f"unknown layout {self.layout!r}; valid: {', '.join(SFT_LAYOUTS)}")
         for name, low in (("last_n", 0), ("shard_records", 1), ("row_group_records", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:

@@ -219,7 +219,7 @@ ExportStatus = api_enum("ExportStatus", DatasetExport.Status)
 class ExportIn(Schema):
     kind: ExportKind  # type: ignore[valid-type]
     fmt: ExportFormat = "jsonl"  # type: ignore[valid-type,assignment]
-    options: dict[str, Any] = Field(default_factory=dict, description="last_n, coords, shard_records")
+    options: dict[str, Any] = Field(default_factory=dict, description="last_n, coords, shard_records, layout")
 
 
 class ExportOut(Schema):

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from agent_core.actions.coords import COORD_SPACES, is_space
 from agent_core.data.export import ExportOptions, export_trajectories
+from agent_core.data.export_formats import SFT_LAYOUTS
 from agent_core.flywheel import TrajectoryView, Verdict
 from webapp.common.params import parse_whole
 from webapp.common.queue import DATASET_EXPORT, enqueue_or_note
@@ -39,6 +40,13 @@ from webapp.reviews.trajectories import trajectories
 log = logging.getLogger(__name__)
 
 EXPORT_STALE_SECONDS = 120
+# What the export form offers for option `layout` (agent_core.data.sft_layouts), in SFT_LAYOUTS' order.
+EXPORT_LAYOUTS = (
+    ("chat", "Platform chat"),
+    ("trl", "TRL (prompt / completion)"),
+    ("llamafactory", "LLaMA-Factory (sharegpt + dataset_info.json)"),
+    ("swift", "ms-swift (messages + images)"),
+)
 _PROGRESS_EVERY_S = 0.5
 _CHUNK = 1 << 20
 
@@ -94,6 +102,12 @@ def export_options_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
                 f"<max_pixels>, not {raw['coords']!r}"
             )
         out["coords"] = raw["coords"]
+    if "layout" in raw:
+        layout = raw["layout"]
+        if not isinstance(layout, str) or layout not in SFT_LAYOUTS:
+            shown = repr(layout[:40]) if isinstance(layout, str) else f"a {type(layout).__name__}"
+            raise DatasetError(f"option layout must be one of {', '.join(SFT_LAYOUTS)}, not {shown}")
+        out["layout"] = layout
     return out
 
 
@@ -115,6 +129,8 @@ def export_create(
     if fmt not in DatasetExport.Format.values:
         raise DatasetError(f"unknown export format {fmt!r}; valid: {', '.join(DatasetExport.Format.values)}")
     clean = export_options_clean(options)
+    if clean["layout"] != "chat" and kind != "sft":
+        raise DatasetError(f"option layout {clean['layout']} is for sft exports; {kind} has one (chat)")
     version_usable(version=version)
     if version.num_episodes == 0:
         raise DatasetError(f"{version} has no episodes: there is nothing to export")
@@ -335,9 +351,11 @@ def export_file(*, export: DatasetExport, relpath: str) -> Path:
 
 
 def export_archive_name(*, export: DatasetExport) -> str:
-    """The archive's file name (and its top folder): <dataset>-v<n>-<kind>-<fmt>-<id>."""
+    """The archive's file name (and its top folder): <dataset>-v<n>-<kind>[-<layout>]-<fmt>-<id>."""
     v = export.version
-    return f"{v.dataset.name}-v{v.number}-{export.kind}-{export.fmt}-{export.pk}"
+    layout = (export.options or {}).get("layout", "chat")
+    kind = export.kind if layout == "chat" else f"{export.kind}-{layout}"
+    return f"{v.dataset.name}-v{v.number}-{kind}-{export.fmt}-{export.pk}"
 
 
 def export_archive(*, export: DatasetExport) -> tuple[Iterator[bytes], int, str]:

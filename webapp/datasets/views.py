@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from webapp.accounts.access import page_requires
 from webapp.common.text import MAX_NOTE, text_problem
 from webapp.datasets.api import archive_response
-from webapp.datasets.exports import ExportBusy, export_cancel, export_create
+from webapp.datasets.exports import EXPORT_LAYOUTS, ExportBusy, export_cancel, export_create
 from webapp.datasets.models import Dataset, DatasetExport, DatasetVersion
 from webapp.datasets.rounds import RoundError, round_enqueue
 from webapp.datasets.selectors import (
@@ -82,6 +82,7 @@ def version_detail(request: HttpRequest, version_id: int) -> HttpResponse:
             "pin_help": PIN_HELP,
             "kinds": DatasetExport.Kind.choices,
             "formats": DatasetExport.Format.choices,
+            "layouts": EXPORT_LAYOUTS,
             "default_kind": "ct" if version.dataset.kind == "ct" else "sft",
             "can_export": request.user.has_perm("datasets.export_dataset"),
             "can_withdraw": request.user.has_perm("datasets.withdraw_datasetversion"),
@@ -94,7 +95,8 @@ def version_detail(request: HttpRequest, version_id: int) -> HttpResponse:
 def export_start(request: HttpRequest, version_id: int) -> HttpResponse:
     """Queue an export of this version from the page's form."""
     version = _version(version_id)
-    options = {k: request.POST[k] for k in ("last_n", "coords", "shard_records") if request.POST.get(k)}
+    fields = ("last_n", "coords", "shard_records", "layout")
+    options = {k: request.POST[k] for k in fields if request.POST.get(k)}
     try:
         export = export_create(
             version=version,

@@ -337,3 +337,31 @@ def test_an_sft_export_of_stand_in_thoughts_teaches_actions_only_and_says_how_ma
     assert len(examples) == 3 and all(e.placeholder_thought for e in examples)
     assert all(e.response.startswith("Action: ") for e in examples)
     assert "oracle step" not in json.dumps([e.messages for e in examples])
+
+
+def test_an_sft_export_for_an_outside_stack_is_asked_for_by_layout_and_a_bad_one_is_a_400(
+    sft_version: DatasetVersion, personas: Personas, exports_dir: Path, client_for
+) -> None:  # type: ignore[no-untyped-def]
+    client = Client()
+    client.force_login(personas.researcher)
+    url = f"/api/v1/dataset-versions/{sft_version.pk}/exports"
+    for body, says in [
+        ({"kind": "sft", "options": {"layout": "sharegpt"}}, "option layout must be one of chat, trl, "),
+        ({"kind": "sft", "options": {"layout": ["trl"]}}, "option layout must be one of"),
+        ({"kind": "ct", "options": {"layout": "trl"}}, "option layout trl is for sft exports; ct has one"),
+    ]:
+        refused = client.post(url, body, content_type="application/json")
+        assert refused.status_code == 400 and says in refused.json()["detail"], refused.content
+    assert not DatasetExport.objects.exists()
+    # The page's form sends the layout as the API does.
+    client_for("researcher").post(
+        reverse("datasets:export_start", args=[sft_version.pk]),
+        {"kind": "sft", "fmt": "jsonl", "layout": "llamafactory"},
+    )
+    (export,) = DatasetExport.objects.all()
+    assert export.options["layout"] == "llamafactory"
+    done = ex.export_run(export_id=export.pk)
+    assert done is not None and done.status == "finished", done and done.error
+    files = [p for p, _ in ex.export_files(export=done)]
+    assert "dataset_info.json" in files and done.manifest["options"]["layout"] == "llamafactory"
+    assert ex.export_archive_name(export=done).endswith(f"-sft-llamafactory-jsonl-{done.pk}")

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agent_core.data.export_formats import SFT_LAYOUTS
 from webapp.datasets.exports import export_create, export_run
 from webapp.datasets.models import DatasetExport
 from webapp.datasets.services import DatasetError, version_pin_resolve
@@ -22,13 +23,18 @@ class Command(BaseCommand):
         parser.add_argument("--kind", default="sft", choices=DatasetExport.Kind.values)
         parser.add_argument("--fmt", default="jsonl", choices=DatasetExport.Format.values)
         parser.add_argument("--last-n", type=int, default=None, help="SFT: screenshots kept per sample")
+        parser.add_argument("--layout", default=None, choices=SFT_LAYOUTS, help="SFT: the records' layout")
         parser.add_argument("--shard-records", type=int, default=None)
         parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         options = {
             k: v
-            for k, v in {"last_n": opts["last_n"], "shard_records": opts["shard_records"]}.items()
+            for k, v in {
+                "last_n": opts["last_n"],
+                "shard_records": opts["shard_records"],
+                "layout": opts["layout"],
+            }.items()
             if v is not None
         }
         try:
