@@ -67,8 +67,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_core.actions.compat import FORMATS
 from agent_core.actions.coords import model_size
+from agent_core.actions.formats import FORMATS
 from agent_core.actions.grammar import PLATFORMS
 from agent_core.data.trajectory import StepRecord
 from agent_core.env import Obs

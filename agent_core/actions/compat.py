@@ -21,6 +21,7 @@ import re
 
 from agent_core.actions import model as A
 from agent_core.actions.computer13 import computer13_actions
+from agent_core.actions.formats import FORMATS as FORMATS
 from agent_core.actions.grammar import (
     MAX_RESPONSE_CHARS,
     ActionParseError,
@@ -35,7 +36,6 @@ from agent_core.actions.pyautogui_code import pyautogui_actions
 from agent_core.actions.tool_calls import parse_tool_calls
 from agent_core.actions.xml_calls import parse_xml_calls
 
-FORMATS: tuple[str, ...] = ("uitars", "json", "pyautogui", "computer13", "tool_calls", "xml_calls")
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.S)
 
 

@@ -26,8 +26,9 @@ class Learner(Protocol):
     def untrained(self) -> Counter[str]:
         """Why turns went untrained, counted for the message of a run that trained none."""
 
-    def encode_turn(self, turn: RLTurn) -> Sample | None:
-        """The turn as a sample (None when too long for max_seq_len, counted)."""
+    def encode_turn(self, turn: RLTurn, *, version: int | None = None) -> Sample | None:
+        """The turn as a sample (None when too long for max_seq_len, counted); `version`: the policy
+        version its episode was sampled by (the engine/trainer mismatch is measured on the current one's)."""
 
     def score(self, samples: list[Sample], *, values: bool) -> None:
         """Fill in π_old log-probabilities and entropies (and, with `values`, critic values)."""

@@ -29,6 +29,8 @@ class Sample:
     entropy: float = 0.0
     turn_index: int = 0
     """Its turn's place in its episode (RL), for the per-turn engine/trainer mismatch."""
+    on_policy: bool = True
+    """Whether the policy version that sampled it is the one the trainer scores it with (RL)."""
 
 
 def fit_prompt(prompt: list[int], response: list[int], max_len: int) -> list[int]:

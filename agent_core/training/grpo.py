@@ -66,7 +66,7 @@ class GRPO:
                 if adv == 0.0:
                     continue  # nothing to learn from a group that all agrees
                 for turn in ep.turns:
-                    s = learner.encode_turn(turn)
+                    s = learner.encode_turn(turn, version=ep.policy_version)
                     if s is None:
                         continue  # too long for max_seq_len (counted)
                     s.advantages = [adv] * len(s.response)

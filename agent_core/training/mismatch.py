@@ -1,11 +1,12 @@
 """The engine/trainer log-prob mismatch of an RL iteration, by turn index (as verl's rollout-probs diff).
 
 For each token the trainer trains on, |π_old − π_rollout|: π_old is the trainer's log-probability of
-the sampled token (the weights that published the rollouts' version, on the prompt it rebuilt and
-checked against the engine's stamp), π_rollout the one the engine recorded. On the weights that
-sampled it is the engine/trainer gap itself; a rollout a version behind adds the policy's change.
-Reported per iteration: the mean and max over its tokens, and by the turn's index in its episode
-(``turn_<k>``; the last bucket, ``turn_9+``, holds every later turn).
+the sampled token (its current weights, on the prompt it rebuilt and checked against the engine's
+stamp), π_rollout the one the engine recorded. Measured only on turns the current version sampled:
+there it is the engine/trainer gap itself (kernels, dtype, the LoRA path), while a rollout a version
+behind adds the policy's own change, reported apart (``rl/logprob_mismatch_lagged_mean``, with the share of
+tokens it holds). Per iteration: the mean and max over its tokens, and by the turn's index in its
+episode (``turn_<k>``; the last bucket, ``turn_9+``, holds every later turn).
 """
 
 from __future__ import annotations
@@ -22,11 +23,17 @@ class Mismatch:
 
     def __init__(self) -> None:
         self.by_turn: dict[int, list[float]] = defaultdict(list)
+        self.lagged: list[float] = []
 
-    def note(self, turn_index: int, old: Sequence[float], rollout: Sequence[float]) -> None:
-        """One sample's tokens (`old`: the trainer's log-probs, `rollout`: the engine's)."""
+    def note(
+        self, turn_index: int, old: Sequence[float], rollout: Sequence[float], *, on_policy: bool = True
+    ) -> None:
+        """One sample's tokens (`old`: the trainer's log-probs, `rollout`: the engine's); `on_policy`:
+        the version that sampled them is the one scoring them."""
         gaps = [abs(a - b) for a, b in zip(old, rollout, strict=False)]
-        if gaps:
+        if not on_policy:
+            self.lagged.extend(gaps)
+        elif gaps:
             self.by_turn[min(max(turn_index, 0), TURNS)].extend(gaps)
 
     def report(self, metrics: dict[str, float], *, rebuild_differs: int = 0) -> None:
@@ -41,6 +48,10 @@ class Mismatch:
                 label = f"{k}+" if k == TURNS else str(k)
                 metrics[f"rl/logprob_mismatch/turn_{label}"] = sum(by_turn) / len(by_turn)
                 metrics[f"rl/logprob_mismatch_max/turn_{label}"] = max(by_turn)
+        if self.lagged:
+            metrics["rl/logprob_mismatch_lagged_mean"] = sum(self.lagged) / len(self.lagged)
+            metrics["rl/logprob_mismatch_lagged_share"] = len(self.lagged) / (len(self.lagged) + len(gaps))
         if rebuild_differs:
             metrics["rl/rebuild_differs"] = float(rebuild_differs)
         self.by_turn.clear()
+        self.lagged.clear()

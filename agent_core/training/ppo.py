@@ -159,7 +159,7 @@ def _encode_whole(groups: list[list[RLEpisode]], learner: Learner) -> list[tuple
     kept: list[tuple[RLEpisode, list[Sample]]] = []
     for group in groups:
         for ep in group:
-            encoded = [learner.encode_turn(t) for t in ep.turns]
+            encoded = [learner.encode_turn(t, version=ep.policy_version) for t in ep.turns]
             if all(s is not None for s in encoded):
                 kept.append((ep, [s for s in encoded if s is not None]))
     return kept

@@ -227,7 +227,7 @@ class RLTrainer(Trainer):
 
     # --- the update ---
 
-    def encode_turn(self, turn: RLTurn) -> Sample | None:
+    def encode_turn(self, turn: RLTurn, *, version: int | None = None) -> Sample | None:
         """The turn as a sample with its rollout log-probabilities; None when too long, or when the
         prompt rebuilt here is not the one its sampler read (its stamp says: `rebuild_differs`, counted
         and reported, never trained on: its log-probabilities would be of other tokens)."""
@@ -239,6 +239,7 @@ class RLTrainer(Trainer):
         if sample is not None:
             sample.rollout_logprobs = list(turn.rollout_logprobs)[: len(sample.response)]
             sample.turn_index = turn.index
+            sample.on_policy = version is None or version == self.version
         return sample
 
     def _minibatches(self, samples: list[Sample]) -> list[list[Sample]]:
@@ -261,7 +262,9 @@ class RLTrainer(Trainer):
                 vals = gather(self.critic(ids, attn, images)[:, :-1], mask, plen, lens) if values else None
                 for i, (s, lp) in enumerate(zip(mb, gather(logp, mask, plen, lens), strict=True)):
                     s.old_logprobs = lp
-                    self.mismatch.note(s.turn_index, s.old_logprobs, s.rollout_logprobs)
+                    self.mismatch.note(
+                        s.turn_index, s.old_logprobs, s.rollout_logprobs, on_policy=s.on_policy
+                    )
                     s.entropy = sum(ents[i]) / max(1, len(ents[i]))
                     if vals is not None:
                         s.old_values = vals[i]

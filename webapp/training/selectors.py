@@ -115,9 +115,10 @@ METRIC_GROUPS: list[dict[str, Any]] = [
     ),
     _group(
         "mismatch",
-        "Engine/trainer log-prob mismatch |π_old − π_rollout| per token (mean, max), and turns whose "
-        "rebuilt prompt was not the one the engine read (never trained)",
-        ["rl/logprob_mismatch_mean", "rl/logprob_mismatch_max"],
+        "Engine/trainer log-prob mismatch |π_old − π_rollout| per token on the current version's turns "
+        "(mean, max; lagged: turns of older versions), and turns whose rebuilt prompt was not the one "
+        "the engine read (never trained)",
+        ["rl/logprob_mismatch_mean", "rl/logprob_mismatch_max", "rl/logprob_mismatch_lagged_mean"],
         ["rl/rebuild_differs"],
     ),
     _group("mismatch-turn", "Mismatch by turn index of the episode (mean)", ["rl/logprob_mismatch/*"]),

@@ -167,7 +167,7 @@ class FakeLearner:
         self.values = values
         self.untrained: Counter[str] = Counter()
 
-    def encode_turn(self, turn: RLTurn) -> Sample | None:
+    def encode_turn(self, turn: RLTurn, *, version: int | None = None) -> Sample | None:
         return Sample([0], list(turn.response_ids), rollout_logprobs=list(turn.rollout_logprobs))
 
     def score(self, samples: list[Sample], *, values: bool) -> None:

@@ -244,6 +244,17 @@ def test_a_turn_rebuilt_to_another_prompt_than_its_sampler_read_is_counted_never
         metrics["rl/logprob_mismatch_max/turn_0"], metrics["rl/logprob_mismatch_max/turn_9+"]
     )
     assert metrics["rl/rebuild_differs"] == 1.0
+    # A turn an older version sampled: its gap holds the policy's own change, reported apart.
+    older = trainer.encode_turn(
+        RLTurn(messages=read, a11y=None, index=0, prompt=stamp, **sampled), version=-1
+    )
+    assert older is not None and not older.on_policy
+    older.rollout_logprobs = [lp - 0.5 for lp in older.rollout_logprobs]
+    trainer.score([older], values=False)
+    lagged: dict[str, float] = {}
+    trainer.mismatch.report(lagged)
+    assert lagged["rl/logprob_mismatch_lagged_mean"] == pytest.approx(0.5, abs=1e-4)
+    assert lagged["rl/logprob_mismatch_lagged_share"] == 1.0 and "rl/logprob_mismatch_mean" not in lagged
     after: dict[str, float] = {}
     trainer.mismatch.report(after)  # reset for the next iteration
     assert "rl/logprob_mismatch_mean" not in after

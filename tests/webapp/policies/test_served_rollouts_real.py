@@ -221,6 +221,19 @@ def test_rollouts_and_grpo_on_vllm_a_promoted_adapter_hot_loaded_mid_batch_and_a
             MetricPoint.objects.filter(run=rl, name="rl/is_weight_mean").values_list("value", flat=True)
         )
         assert ratios and 0.8 < statistics.mean(ratios) < 1.25, ratios
+        # Token in, token out: every sampled turn kept the stamp of the prompt the engine read (images
+        # expanded), the trainer's rebuild equalled every one (none counted as differing), and the
+        # engine/trainer mismatch of what it trained on is on record, by turn index.
+        assert all(
+            s.info["prompt"]["tokens"] > 0 and s.info["prompt"]["family"] == "platform" for s in rl_steps
+        )
+        names = set(MetricPoint.objects.filter(run=rl).values_list("name", flat=True))
+        assert (
+            "rl/rebuild_differs" not in names
+            and {"rl/logprob_mismatch_mean", "rl/logprob_mismatch/turn_0"} <= names
+        )
+        gaps = MetricPoint.objects.filter(run=rl, name__regex=r"^rl/(logprob_mismatch|policy_lag)")
+        print("engine/trainer mismatch:", sorted(gaps.values_list("step", "name", "value")))
 
         # 5. A batch that follows the line; the GRPO checkpoint promoted while it runs.
         second = batch_create(
