@@ -8,10 +8,20 @@ formula as the decoder's (Korthikanti et al. 2022, eq. 1, no s×s scores: SDPA).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from agent_core.training.planner import ModelShape
+
+class Tower(Protocol):
+    """What the activations need of a model's shape (planner.ModelShape has it)."""
+
+    @property
+    def vision(self) -> bool: ...
+    @property
+    def vision_hidden(self) -> int: ...
+    @property
+    def vision_layers(self) -> int: ...
+    @property
+    def patches_per_token(self) -> int: ...
 
 
 def vision_params(vision: Mapping[str, Any], text_hidden: int, top: Mapping[str, Any]) -> int:
@@ -55,9 +65,7 @@ def tower_dims(vision: Mapping[str, Any]) -> tuple[int, int, int]:
     return int(vision["hidden_size"]), int(vision["num_hidden_layers"]), 1
 
 
-def vision_activations(
-    shape: ModelShape, tokens: int, width: int, *, trained: bool, checkpointing: bool
-) -> int:
+def vision_activations(shape: Tower, tokens: int, width: int, *, trained: bool, checkpointing: bool) -> int:
     """The vision tower's activations for `tokens` image tokens (merged patches_per_token each), by the
     same formula as the decoder's. A frozen tower (LoRA adapts the language model only) keeps nothing
     for the backward pass: only one layer's, while it runs."""

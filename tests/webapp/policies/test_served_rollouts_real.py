@@ -192,8 +192,12 @@ def test_rollouts_and_grpo_on_vllm_a_promoted_adapter_hot_loaded_mid_batch_and_a
         )  # fmt: skip
         finished(first)
         eps = Episode.objects.filter(batch=first)
-        assert all(e.status == "finished" and not e.env_error for e in eps), outcomes(first)
-        steps = turns(Step.objects.filter(episode__batch=first))
+        # Every instance finished once; one that hit an environment error (a sandbox slow under load)
+        # re-ran, never lost and never the agent's failure.
+        good = [e for e in eps if e.status == "finished" and not e.env_error]
+        assert sorted(e.seed for e in good) == list(range(4)), outcomes(first)
+        assert all(Episode.objects.filter(retry_of=e).exists() for e in eps if e.env_error), outcomes(first)
+        steps = turns(Step.objects.filter(episode__in=good))
         print("first batch on the engines:", [(s.action_text, s.raw_output[:80]) for s in steps][:8])
         assert steps and {s.info["server"] for s in steps} <= urls
         assert {s.info["model"] for s in steps} == {"tiny-sft"}
