@@ -159,6 +159,23 @@ def start_watchdog(var: Path, *, grace_s: float) -> int:
     return write
 
 
+def lock_holders(path: Path) -> list[int]:
+    """The pids holding a flock on `path` (from /proc/locks; [] where it cannot be read)."""
+    try:
+        inode = os.stat(path).st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return []
+    pids = []
+    for line in lines:
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a blocked waiter's line has "->" after the id)
+        fields = [p for p in parts if p != "->"]
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+            pids.append(int(fields[4]))
+    return sorted(set(pids))
+
+
 def watch(var: Path, *, grace_s: float) -> None:
     """The watchdog: wait until the host's end of stdin closes; unless it said KEEP, give a restarted
     host `grace_s` to take the var dir over (it adopts the sandboxes), else reap them."""
@@ -175,8 +192,11 @@ def watch(var: Path, *, grace_s: float) -> None:
     try:
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline:
-            if not _try_lock(fd):
-                return  # a new host process holds the var dir (it adopts them), or a reap runs
+            if not _try_lock(fd):  # a new host process holds the var dir (it adopts them), or a reap runs
+                holders = lock_holders(var / "host.lock")
+                log.info("the sandbox host of %s is gone; the var dir's lock is held by %s: not reaping",
+                         var, ", ".join(map(str, holders)) or "another process")  # fmt: skip
+                return
             fcntl.flock(fd, fcntl.LOCK_UN)
             time.sleep(0.2)
     finally:

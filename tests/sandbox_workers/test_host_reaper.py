@@ -41,9 +41,10 @@ def test_a_host_killed_with_minus_9_holding_desktops_leaves_none_of_their_proces
         host.stop()
     # The watchdog reaps a sandbox at a time, each process given its grace to exit: on a loaded 2-core
     # machine (CI, beside the vLLM install) that took over 30 s. What is claimed: none is left after.
-    assert wait_for(lambda: not _alive(pids), 120, interval=0.2), [
-        " ".join(psutil.Process(p).cmdline()[:3]) for p in _alive(pids)
-    ]
+    assert wait_for(lambda: not _alive(pids), 120, interval=0.2), (
+        [" ".join(psutil.Process(p).cmdline()[:3]) for p in _alive(pids)],
+        host.log_path.read_text()[-3000:],  # the host's log, and its watchdog's
+    )
     # The next host on that var dir starts clean (nothing to adopt, nothing left under its root).
     again = HostProc(name="killed", var=tmp_path, profiles={"desktop": {**LIGHT_DESKTOP, "min_idle": 0}})
     again.start(warm=False)
@@ -51,3 +52,20 @@ def test_a_host_killed_with_minus_9_holding_desktops_leaves_none_of_their_proces
         assert again.status()["sandboxes"] == []
     finally:
         again.stop()
+
+
+def test_the_watchdog_names_who_holds_a_var_dirs_lock(tmp_path) -> None:
+    import fcntl
+    import os
+
+    from sandbox_workers.reaper import lock_holders
+
+    path = tmp_path / "host.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        assert lock_holders(path) == []
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert lock_holders(path) == [os.getpid()]
+    finally:
+        os.close(fd)
+    assert lock_holders(path) == []
