@@ -190,15 +190,21 @@ def watch(var: Path, *, grace_s: float) -> None:
         return
     fd = _lock_fd(var)
     try:
-        deadline = time.monotonic() + grace_s
+        # A restarted host holds the lock for its life; the dying host's own lock is released a moment
+        # after its pipe closed (the kernel closes a dead process's files one after another), so a lock
+        # found held once is not a new host: only one still held when the grace ends is.
+        deadline = time.monotonic() + max(grace_s, 1.0)
+        held = False
         while time.monotonic() < deadline:
-            if not _try_lock(fd):  # a new host process holds the var dir (it adopts them), or a reap runs
-                holders = lock_holders(var / "host.lock")
-                log.info("the sandbox host of %s is gone; the var dir's lock is held by %s: not reaping",
-                         var, ", ".join(map(str, holders)) or "another process")  # fmt: skip
-                return
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            held = not _try_lock(fd)
+            if not held:
+                fcntl.flock(fd, fcntl.LOCK_UN)
             time.sleep(0.2)
+        if held:  # a new host process holds the var dir (it adopts them), or a reap runs
+            holders = lock_holders(var / "host.lock")
+            log.info("the sandbox host of %s is gone; the var dir's lock is held by %s: not reaping",
+                     var, ", ".join(map(str, holders)) or "another process")  # fmt: skip
+            return
     finally:
         os.close(fd)
     reap(var)
