@@ -354,8 +354,6 @@ QWEN_CALLS: dict[tuple[str, str], tuple[dict[str, object], str]] = {
     ("mobile_use", "wait"): ({"time": 2}, "wait"),
     ("mobile_use", "terminate"): ({"status": "failure"}, "finished"),
 }
-# What the parser does not accept yet: remove a mark once it does.
-QWEN_GAPS: dict[tuple[str, str], str] = {}
 QWEN_OFFERED = [("computer_use", a) for a in _qwen_actions(QWEN_COMPUTER_1288x728)] + [
     ("mobile_use", a) for a in _qwen_actions(QWEN_MOBILE_1092x2408)
 ]
@@ -374,12 +372,7 @@ def test_the_qwen_examples_cover_every_offered_action():
 
 @pytest.mark.parametrize(
     ("tool", "action"),
-    [
-        pytest.param(*key, marks=pytest.mark.xfail(reason=QWEN_GAPS[key], strict=True))
-        if key in QWEN_GAPS
-        else key
-        for key in QWEN_OFFERED
-    ],
+    QWEN_OFFERED,
 )
 def test_every_qwen_action_parses(tool, action):
     arguments, kind = QWEN_CALLS[(tool, action)]
