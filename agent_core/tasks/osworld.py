@@ -251,11 +251,12 @@ class _Importer(EvaluatorMapping):
                 raise self.error(where, "a pyautogui script has no output to save")
             return [{"op": "pyautogui", "code": code, "screen": SCREEN, "timeout": 60}]
         text = self.command(command, bool(params.get("shell", False)), where)
-        step: dict[str, Any] = {"op": "exec", "command": text, "timeout": 120}
+        # OSWorld's controller logs a command that fails (a non-zero exit, a timeout: its server answers
+        # with the exit code, or an error) and goes on to the next step: so does ours.
+        step: dict[str, Any] = {"op": "exec", "command": text, "timeout": 120, "check": False}
         if caching:
             # OSWorld writes the command's output to a file of its host's cache (whatever the exit
             # code), which the cache_file getter reads: here the step's result, kept for the checker.
-            step["check"] = False
             step["save_as"] = f"cache_{len(self.cache)}"
             for key, name in caching.items():
                 if not isinstance(name, str) or not name or "/" in name:
@@ -392,8 +393,8 @@ class _Importer(EvaluatorMapping):
                     where, f"{argv[0]} {name}: not one of our apps' processes ({', '.join(PROCESS_NAMES)})"
                 )
             ours.append(PROCESS_NAMES[name])
-        # The sandbox host signals the sandbox's own processes (a pkill inside would see only its own pid
-        # namespace), then waits until they are gone.
+        # The sandbox host signals the sandbox's processes and waits until they are gone (OSWorld's next
+        # step, a getter reading Chrome's profile, needs the app to have written it and quit).
         return {"op": "call", "method": "pkill", "params": {"names": ours, "wait_s": 10}, "timeout": 30}
 
     def sleep(self, kind: str, params: Mapping[str, Any], where: str) -> list[dict[str, Any]]:

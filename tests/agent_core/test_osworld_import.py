@@ -217,8 +217,13 @@ def test_os_terminal_task() -> None:
     doc = spec.to_dict()
     assert doc["setup"] == [
         {"op": "exec", "command": MKDIR_HOME, "timeout": 10},
-        {"op": "exec", "command": "mkdir -p /home/user/Documents", "timeout": 120},
-        {"op": "exec", "command": OS_TERMINAL["config"][1]["parameters"]["command"], "timeout": 120},
+        {"op": "exec", "command": "mkdir -p /home/user/Documents", "timeout": 120, "check": False},
+        {
+            "op": "exec",
+            "command": OS_TERMINAL["config"][1]["parameters"]["command"],
+            "timeout": 120,
+            "check": False,
+        },
         {"op": "launch", "app": "xterm", "args": [], "timeout": 60},
         {"op": "wait", "seconds": 0.1, "timeout": 10.1},
     ]
@@ -723,7 +728,7 @@ def test_root_installs_our_desktops_already_have_are_satisfied_steps(command: st
     spec = import_osworld_task(
         with_config({"type": "execute", "parameters": {"command": command, "shell": True}})
     )
-    assert spec.to_dict()["setup"][-1] == {"op": "exec", "command": mapped, "timeout": 120}
+    assert spec.to_dict()["setup"][-1] == {"op": "exec", "command": mapped, "timeout": 120, "check": False}
 
 
 @pytest.mark.parametrize(

@@ -163,10 +163,13 @@ def test_a_failing_exec_setup_raises_task_setup_error(out: ExecOutput, why: str)
     assert [c[1] for c in env.calls] == ["mkdir /x"]  # it stopped there
 
 
-def test_an_unchecked_exec_setup_may_fail() -> None:
+def test_an_unchecked_exec_setup_may_fail_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     spec = task(setup=[{"op": "exec", "command": "pkill x", "check": False, "save_as": "k"}])
-    prepared = prepare(spec, FakeEnv(commands={"pkill x": ExecOutput(1, "")}))
-    assert prepared.setup["k"] == {"exit_code": 1, "stdout": "", "stderr": ""}
+    with caplog.at_level("WARNING", logger="agent_core.tasks.runner"):
+        prepared = prepare(spec, FakeEnv(commands={"pkill x": ExecOutput(1, "", "no process found")}))
+    assert prepared.setup["k"] == {"exit_code": 1, "stdout": "", "stderr": "no process found"}
+    assert "setup[0]: command exit code 1 (the task goes on" in caplog.text
+    assert "no process found" in caplog.text
 
 
 def test_a_checker_before_result_saved_is_what_a_saved_probe_reads_at_scoring() -> None:

@@ -129,8 +129,9 @@ def test_the_host_is_invisible_and_read_only(
         """
         for f in /root/.bashrc /work/main/pyproject.toml /etc/shadow; do
           cat "$f" >/dev/null 2>&1 && echo "READ $f"; done
-        for f in /root /work /opt /var/lib /home/user/../../root; do
+        for f in /root /work /opt /var/lib/apt /var/log /home/user/../../root; do
           ls "$f" >/dev/null 2>&1 && echo "SEE $f"; done
+        echo "VARLIB $(ls /var/lib | tr '\\n' ' ')"
         for f in /usr/x /etc/x /x /bin/x /proc/x; do touch "$f" 2>/dev/null && echo "WROTE $f"; done
         echo inside > ~/made-inside.txt && echo ok-home
         echo tmp > /tmp/t.txt && echo ok-tmp
@@ -140,6 +141,7 @@ def test_the_host_is_invisible_and_read_only(
     out = res.stdout
     assert "READ" not in out and "WROTE" not in out and "SEE" not in out, out
     assert "ok-home" in out and "ok-tmp" in out
+    assert "VARLIB dpkg \n" in out, out  # of the host's state, only the package database
     assert "s3cret-value" not in out and "SECRET_KEY" not in out and "DJANGO" not in out
     assert (box.conf.workspace / "made-inside.txt").read_text() == "inside\n"
     assert box.conf.tmp is not None and (box.conf.tmp / "t.txt").read_text() == "tmp\n"

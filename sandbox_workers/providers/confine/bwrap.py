@@ -181,6 +181,9 @@ def bwrap_argv(
     out += ["--ro-bind", "/etc", "/etc"]
     # Font caches are public and save every GUI app seconds of cache building on its first start.
     out += ["--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig"]
+    # The package database says what /usr holds (which the sandbox sees anyway): `dpkg -l`, `apt list
+    # --installed` answer as on a machine (OSWorld's tasks and checks ask them).
+    out += ["--ro-bind-try", "/var/lib/dpkg", "/var/lib/dpkg"]
     # (Paths inside the sandbox below: its own /tmp and /dev/shm, not the host's.)
     out += ["--proc", "/proc", "--dev", "/dev"]
     out += ["--size", str(conf.tmpfs_mb(tmp=False) << 20), "--tmpfs", "/dev/shm"]  # noqa: S108

@@ -1,10 +1,11 @@
 """Starting confined processes, and running a command to completion.
 
-One sandbox usually runs many bwrap processes (a window manager, apps, each shell command). They
-share one network namespace, so a server started by one is reachable from the others at 127.0.0.1:
-`start_netns_holder` starts a tiny holder process whose namespace the others join (`join=` of
-`spawn`). Each bwrap has its own pid namespace; killing the host pid of its pid 1
-(`SandboxProcess.init_pid`) kills everything it started. `collect_output` runs a spawned command to
+`spawn` starts one bwrap process, with its own namespaces (pid 1 of its own pid namespace: killing the
+host pid of its pid 1, `SandboxProcess.init_pid`, kills everything it started). `join=` shares the
+network and ipc namespaces of a holder (`start_netns_holder`, or a desktop's `entering.start_holder`)
+while keeping its own mounts and pid namespace: a desktop's MCP servers run so, with binds the desktop's
+other processes must not see. A desktop's own processes instead enter its holder's namespaces
+(`entering.enter`): one process table, as one machine. `collect_output` runs a spawned command to
 completion with a timeout and an output cap.
 
 `spawn` uses `preexec_fn`, so it forks the calling process: fine from worker threads on Linux/glibc.

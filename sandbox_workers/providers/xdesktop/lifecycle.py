@@ -18,8 +18,10 @@ from sandbox_workers.display.x11 import XSession
 from sandbox_workers.providers.confine import disk
 from sandbox_workers.providers.confine.bwrap import confinement_for, with_env
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
-from sandbox_workers.providers.confine.spawning import process_start_time, start_netns_holder
+from sandbox_workers.providers.confine.entering import start_holder
+from sandbox_workers.providers.confine.spawning import process_start_time
 from sandbox_workers.providers.confine.workspace import chown_tree, trim_logs, wipe_dir
+from sandbox_workers.providers.xdesktop.machine import write_machine_files
 from sandbox_workers.providers.xdesktop.parts import (
     _SESSION_ARGV,
     APPS,
@@ -157,7 +159,10 @@ class DesktopLifecycle(disk.DiskVolumes, DesktopPlumbing):
         (run / "runtime").mkdir(parents=True, exist_ok=True)
         (run / "runtime").chmod(0o700)
         chown_tree(run, self.conf.uid)
-        holder, _ = start_netns_holder(self.conf, cgroup=self.cgroup, timeout=self.start_timeout)
+        # The X socket is bound once, into the holder's mount namespace: every process entering it sees
+        # it (a reset starts a new X server and a new holder); so are the machine's own programs.
+        binds = (self.x_socket(), *write_machine_files(self.root / "machine"))
+        holder, _ = start_holder(self.conf, cgroup=self.cgroup, extra_binds=binds, timeout=self.start_timeout)
         self.holder = _Proc.of("netns", holder)
         self._save_state()
         self.session = [_Proc.of(part, self._spawn(_SESSION_ARGV[part])) for part in SESSION_PARTS]

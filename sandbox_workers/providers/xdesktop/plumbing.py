@@ -30,7 +30,8 @@ from sandbox_workers.display.xcast import XScreencast
 from sandbox_workers.mcp.hub import McpHub
 from sandbox_workers.providers.confine.bwrap import SANDBOX_HOME, Confinement
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
-from sandbox_workers.providers.confine.spawning import SandboxProcess, spawn
+from sandbox_workers.providers.confine.entering import enter
+from sandbox_workers.providers.confine.spawning import SandboxProcess
 from sandbox_workers.providers.confine.workspace import chown_tree, workspace_write
 from sandbox_workers.providers.xdesktop.parts import (
     APPS,
@@ -124,12 +125,12 @@ class DesktopPlumbing(Provider):
                 raise EnvError(f"cannot start {argv[0]}: {exc}") from exc
 
     def _spawn(self, argv: Sequence[str], *, pipes: bool = False) -> SandboxProcess:
-        """Start a process in the sandbox's session (shared namespaces, cgroup, desktop env)."""
+        """Start a process in the sandbox's session: inside its holder's namespaces (one process table,
+        one mount table, as one machine), its cgroup, the desktop's environment."""
         assert self.conf is not None and self.holder is not None and self.holder.init_pid is not None
         with open(self.root / "session.log", "ab") as logf:
-            return spawn(
-                self.conf, argv, cgroup=self.cgroup, join=self.holder.init_pid,
-                extra_binds=(self.x_socket(),),
+            return enter(
+                self.conf, self.holder.init_pid, argv, cgroup=self.cgroup,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if pipes else logf, stderr=subprocess.PIPE if pipes else logf,
             )  # fmt: skip

@@ -73,7 +73,7 @@ from sandbox_workers.mcp.hub import McpHub
 from sandbox_workers.providers.confine import disk
 from sandbox_workers.providers.confine.bwrap import Confinement
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
-from sandbox_workers.providers.confine.spawning import collect_output, process_start_time, same_process
+from sandbox_workers.providers.confine.spawning import collect_output, same_process
 from sandbox_workers.providers.confine.workspace import chown_tree, workspace_read, workspace_write
 from sandbox_workers.providers.xdesktop import gui_input
 from sandbox_workers.providers.xdesktop.lifecycle import DesktopLifecycle
@@ -162,7 +162,9 @@ class XDesktopProvider(DesktopLifecycle):
         self, command: str | Sequence[str], *, timeout: float = 30.0, output_cap: int = 65536
     ) -> ExecResult:
         """Run a command in the sandbox (a string through bash) in /home/user, with the desktop's
-        environment (DISPLAY=:0: it may open windows). Background children outlive it until reset."""
+        environment (DISPLAY=:0: it may open windows), as one more process of the sandbox's machine: it
+        sees and may signal the desktop's other processes. Background children outlive it until reset
+        (a timeout kills its process group)."""
         self._ready()
         if self.holder is None or not self.holder.alive():
             raise EnvError("the sandbox's session is gone (reset restarts it)")
@@ -174,13 +176,6 @@ class XDesktopProvider(DesktopLifecycle):
             if proc.poll() is None:
                 proc.kill_tree()
                 proc.wait()
-        init = proc.init_pid(timeout=0)
-        if init is not None and same_process(init, None):
-            # Its pid namespace lives on (something went to the background): track it for reset.
-            # Its start time guards the kill at reset: by then the pid may belong to another process.
-            started = process_start_time(init)
-            self.launched.append(_Proc("exec", init, started, None, init, started))
-            self._save_state()
         return result
 
     def put_file(self, path: str, data: bytes) -> None:
@@ -269,10 +264,9 @@ class XDesktopProvider(DesktopLifecycle):
     def _pkill(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """pkill {names, wait_s?} → {signalled, left}: SIGTERM to this sandbox's processes whose name
         one of `names` matches (a regular expression searched in it, as pkill does), and a wait (wait_s,
-        10 s by default) until they are gone. Only the sandbox's own processes are looked at, the
-        descendants of its bwrap processes: each runs in a pid namespace of its own, so a pkill run
-        inside one would not see the apps. An app quit this way writes its state (Chrome its profile),
-        as it does for OSWorld's `pkill chrome`."""
+        10 s by default) until they are gone: an app quit this way has written its state (Chrome its
+        profile), as after OSWorld's `pkill chrome`. A `pkill` run inside sees the same processes (the
+        sandbox is one machine) but does not wait, and a task's next step may need the app gone."""
         names = params.get("names")
         if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
             raise SandboxError("pkill: names must be a non-empty list of process names")
@@ -283,18 +277,15 @@ class XDesktopProvider(DesktopLifecycle):
         wait_s = min(max(float(params.get("wait_s", 10.0)), 0.0), 60.0)
         self._ready()
         found: dict[int, psutil.Process] = {}
-        for part in [*self.session, *self.launched]:
-            if not part.alive():
-                continue
-            try:
-                top = psutil.Process(part.pid)
-                members = [top, *top.children(recursive=True)]
-            except psutil.Error:
-                continue
-            for member in members:
-                with contextlib.suppress(psutil.Error):
-                    if any(p.search(member.name()) for p in patterns):
-                        found[member.pid] = member
+        assert self.holder is not None and self.holder.init_pid is not None
+        try:
+            members = psutil.Process(self.holder.init_pid).children(recursive=True)
+        except psutil.Error:
+            members = []
+        for member in members:
+            with contextlib.suppress(psutil.Error):
+                if any(p.search(member.name()) for p in patterns):
+                    found[member.pid] = member
         for proc in found.values():
             with contextlib.suppress(psutil.Error):
                 proc.terminate()
