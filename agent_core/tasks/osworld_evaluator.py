@@ -131,6 +131,8 @@ class EvaluatorMapping:
             "gimp_config_file": {"dest", "file_name"},
             "list_directory": {"path"},
             "cache_file": {"path"},
+            "vlc_config": {"dest"},
+            "vlc_playing_info": {"dest"},
         }
         if kind not in known:
             raise self.error(where, f"this getter is not supported (supported: {', '.join(known)}, rule)")
@@ -160,6 +162,8 @@ class EvaluatorMapping:
             if kind == "vm_command_error":
                 command = f"{{ {command}\n}} 2>&1 >/dev/null"
             return {"op": "exec", "command": command, "any_exit": True, "timeout": 60}
+        if kind in ("vlc_config", "vlc_playing_info"):
+            return _vlc_probe(kind, getter)
         if kind == "cache_file":
             name = getter.get("path")
             if name not in self.cache:
@@ -249,6 +253,41 @@ start = os.path.join(os.path.expanduser("~"), sys.argv[1])
 if not os.path.isdir(start):
     sys.exit(1)
 print(json.dumps(tree(start)))
+"""
+
+
+def _vlc_probe(kind: str, getter: Mapping[str, Any]) -> dict[str, Any]:
+    """Our probe for OSWorld's VLC getters."""
+    if kind == "vlc_config":
+        # OSWorld reads ~/.config/vlc/vlcrc (the desktops give VLC one as its image has: see
+        # sandbox_workers' xdesktop/machine.py).
+        return {
+            "op": "file",
+            "path": ".config/vlc/vlcrc",
+            "raw": True,
+            "name": _name(getter.get("dest"), "vlcrc"),
+        }
+    if kind == "vlc_playing_info":
+        # OSWorld asks VLC's HTTP interface for status.xml; the sandbox's own VLC answers inside it.
+        return {
+            "op": "exec",
+            "command": f"python3 -c {shlex.quote(VLC_STATUS)}",
+            "file": _name(getter.get("dest"), "status.xml"),
+            "timeout": 30,
+        }
+    raise ValueError(kind)
+
+
+# OSWorld's vlc_playing_info getter: GET VLC's status.xml on port 8080 with its password (basic auth, no
+# user); anything but a 200 gives None (here an exit code, for which the probe does).
+VLC_STATUS = """import base64, sys, urllib.request
+req = urllib.request.Request("http://127.0.0.1:8080/requests/status.xml")
+req.add_header("Authorization", "Basic " + base64.b64encode(b":password").decode())
+try:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        sys.stdout.write(r.read().decode("utf-8", "replace"))
+except OSError:
+    sys.exit(1)
 """
 
 

@@ -265,6 +265,8 @@ def run_probe(probe: Probe, env: Env, context: Mapping[str, Any], *, answer: str
                 return json.loads(out.stdout)
             except (ValueError, RecursionError):  # what the sandbox printed is the agent's doing, not ours
                 return None
+        if args.get("file"):  # a metric that reads a file (OSWorld's getters write the output to one)
+            return file_value(out.stdout.encode(), str(args["file"]))
         return out.stdout
     if probe.op == "file":
         try:

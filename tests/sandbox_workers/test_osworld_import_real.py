@@ -116,3 +116,59 @@ def test_a_chrome_profile_task_is_scored_by_osworlds_own_getter_on_the_real_chro
     assert out.exit_code == 0, out.stderr
     solved = evaluate(prepared, env)
     assert solved.reward == 1.0, solved.details
+
+
+TONE = (
+    "import wave; w = wave.open('/home/user/Music/tone.wav', 'wb'); w.setnchannels(1); w.setsampwidth(1);"
+    " w.setframerate(8000); w.writeframes(bytes([128]) * 8000 * 120); w.close()"
+)
+VLC_TASK: dict[str, Any] = {
+    **{k: v for k, v in OS_TERMINAL.items() if k not in ("config", "evaluator")},
+    "id": "0e1f2a3b-vlc-playing-and-its-config",
+    "snapshot": "vlc",
+    "instruction": "Let VLC's volume go up to 200 % (and keep the song playing).",
+    "related_apps": ["vlc"],
+    "config": [
+        {"type": "execute", "parameters": {"command": "mkdir -p ~/Music", "shell": True}},
+        {"type": "execute", "parameters": {"command": ["python", "-c", TONE]}},
+        {"type": "launch", "parameters": {"command": ["vlc", "/home/user/Music/tone.wav"]}},
+    ],
+    "evaluator": {
+        "func": ["is_vlc_playing", "check_qt_max_volume"],
+        "conj": "and",
+        "result": [
+            {"type": "vlc_playing_info", "dest": "status.xml"},
+            {"type": "vlc_config", "dest": "vlcrc"},
+        ],
+        "expected": [
+            {"type": "rule", "rules": {"type": "file_name", "file_name": "tone.wav"}},
+            {"type": "rule", "rules": {"expected_qt_max_volume": 200}},
+        ],
+    },
+}
+
+
+def test_vlc_as_osworlds_image_has_it_scored_through_its_http_interface_and_its_vlcrc(
+    xdesktop_factory: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLYWHEEL_VAR_DIR", str(tmp_path / "var"))
+    spec = import_osworld_task(VLC_TASK, id_prefix="osworld/vlc")
+    env = SandboxEnv(xdesktop_factory("osworld-vlc", options=SLOW_START), platform="desktop")
+    prepared = prepare(spec, env)
+    # VLC wrote its full default vlcrc, with OSWorld's image's settings: no first-run question.
+    vlcrc = env.get_file(".config/vlc/vlcrc").decode()
+    assert "qt-privacy-ask=0\n" in vlcrc and "extraintf=http\n" in vlcrc and "#qt-max-volume=125\n" in vlcrc
+    titles = [w["title"] for w in env.call("windows")["windows"]]
+    assert "tone.wav - VLC media player" in titles and not any("privacy" in t.lower() for t in titles)
+    # OSWorld's metrics on what its getters read: VLC's status.xml says playing tone.wav; the maximum
+    # volume is still the default.
+    untouched = evaluate(prepared, env)
+    assert [d["score"] for d in untouched.details] == [1.0, 0.0], untouched.details
+    assert untouched.reward == 0.0
+    assert untouched.details[0]["artifact"]["file"] == "status.xml"
+    # The change VLC's preferences make when saved; then a pause through the HTTP interface.
+    assert env.exec("sed -i 's/^#qt-max-volume=125$/qt-max-volume=200/' ~/.config/vlc/vlcrc").exit_code == 0
+    assert evaluate(prepared, env).reward == 1.0
+    pause = "curl -s -u :password 'http://127.0.0.1:8080/requests/status.xml?command=pl_pause' >/dev/null"
+    assert env.exec(pause).exit_code == 0
+    assert [d["score"] for d in evaluate(prepared, env).details] == [0.0, 1.0]

@@ -281,7 +281,8 @@ def collect_output(
     proc: SandboxProcess, *, timeout: float, output_cap: int, t0: float | None = None
 ) -> ExecResult:
     """Read a spawned command's stdout/stderr (PIPEs) up to `output_cap` bytes each; at `timeout`
-    kill its whole pid namespace (exit_code None, timed_out True).
+    kill it (`kill_tree`: its pid namespace, or an entered command's process group; exit_code None,
+    timed_out True).
 
     Returns when the command exits: children it left in the background may hold the pipes open, so
     what they write right away is read and the rest is not waited for.

@@ -71,3 +71,30 @@ def write_machine_files(root: Path) -> list[tuple[str, str, bool]]:
         os.chmod(rc, 0o644)
         binds.append((str(rc), str(OPENBOX_RC), False))
     return binds
+
+
+VLCRC = ".config/vlc/vlcrc"
+VLC_HTTP_PORT = 8080
+VLC_HTTP_PASSWORD = "password"  # noqa: S105 - OSWorld's VM's, which its getter sends; inside the sandbox only
+# VLC's settings on OSWorld's machine: its first-run privacy question answered (metadata from the network
+# off), and the HTTP interface on (port 8080, OSWorld's getter's password) that vlc_playing_info reads.
+VLC_SETTINGS = {
+    "qt-privacy-ask": "0",
+    "metadata-network-access": "0",
+    "extraintf": "http",
+    "http-password": VLC_HTTP_PASSWORD,
+}
+
+
+def vlc_config(default: str) -> str:
+    """The vlcrc VLC writes with its defaults (`vlc --reset-config`), with VLC_SETTINGS set as VLC
+    itself sets a changed option: the commented `#name=default` line becomes `name=value`."""
+    lines = default.splitlines()
+    missing = dict(VLC_SETTINGS)
+    for i, line in enumerate(lines):
+        name = line.lstrip("#").split("=", 1)[0]
+        if "=" in line and name in missing:
+            lines[i] = f"{name}={missing.pop(name)}"
+    if missing:
+        raise ValueError(f"VLC's default configuration has no option {', '.join(missing)}")
+    return "\n".join(lines) + "\n"

@@ -22,6 +22,7 @@ from sandbox_workers.base import (
     Provider,
     SandboxBrokenByAgent,
     SandboxError,
+    SandboxPathError,
     Screenshot,
 )
 from sandbox_workers.display.capture import Grabber
@@ -31,8 +32,9 @@ from sandbox_workers.mcp.hub import McpHub
 from sandbox_workers.providers.confine.bwrap import SANDBOX_HOME, Confinement
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
 from sandbox_workers.providers.confine.entering import enter
-from sandbox_workers.providers.confine.spawning import SandboxProcess
-from sandbox_workers.providers.confine.workspace import chown_tree, workspace_write
+from sandbox_workers.providers.confine.spawning import SandboxProcess, collect_output
+from sandbox_workers.providers.confine.workspace import chown_tree, workspace_read, workspace_write
+from sandbox_workers.providers.xdesktop.machine import VLCRC, vlc_config
 from sandbox_workers.providers.xdesktop.parts import (
     APPS,
     MAX_RESTARTS,
@@ -176,6 +178,8 @@ class DesktopPlumbing(Provider):
             self._chromium_prefs()
         if app == "libreoffice":
             self._libreoffice_prefs()
+        if app == "vlc":
+            self._vlc_prefs()
         program = APPS[app][0][0]
         if shutil.which(program) is None:
             raise EnvError(
@@ -223,6 +227,25 @@ class DesktopPlumbing(Provider):
             f"{body}</oor:items>\n"
         )
         workspace_write(self.conf, path, xml.encode())
+
+    def _vlc_prefs(self) -> None:
+        """VLC as OSWorld's image has it (machine.VLC_SETTINGS): VLC writes its full default vlcrc in the
+        sandbox, as its user (`--reset-config`), and the host sets those options in it."""
+        assert self.conf is not None
+        if (self.conf.workspace / VLCRC).exists() or shutil.which("vlc") is None:
+            return
+        proc = self._spawn(["vlc", "-I", "dummy", "--reset-config", "vlc://quit"], pipes=True)
+        try:
+            out = collect_output(proc, timeout=30, output_cap=4096, t0=time.monotonic())
+        finally:
+            if proc.poll() is None:
+                proc.kill_tree()
+            proc.wait()
+        try:
+            text = vlc_config(workspace_read(self.conf, VLCRC).decode("utf-8", "replace"))
+        except (OSError, ValueError, SandboxPathError) as exc:
+            raise EnvError(f"VLC did not write its configuration ({out.exit_code}): {exc}") from exc
+        workspace_write(self.conf, VLCRC, text.encode())
 
     def _release_slot(self) -> None:
         if self._claimed_slot:
