@@ -4,6 +4,7 @@ sandbox's processes and the host's stay out of it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,14 @@ def test_the_agents_terminal_and_exec_share_the_process_table(xdesktop_factory: 
     found = Path(sb.conf.workspace) / "found.txt"
     assert wait_for(lambda: found.exists() and found.read_text().strip().isdigit()), found
     assert wait_for(lambda: "left-marker" not in sb.exec("ps -eo args=").stdout)
+    # The MCP shell tool is one more process of the machine: it sees the desktop's apps and stops them.
+    sb.exec("(exec -a mcp-marker sleep 999 >/dev/null 2>&1 &)")
+    seen = sb.mcp_call(
+        server="shell", tool="run", arguments={"command": "ps -eo comm=,args=; pkill -f mcp-marker"}
+    )
+    text = json.dumps(seen)
+    assert "openbox" in text and "xterm" in text and "mcp-marker" in text, text
+    assert wait_for(lambda: "mcp-marker" not in sb.exec("ps -eo args=").stdout)
 
 
 @pytest.mark.slow

@@ -208,7 +208,10 @@ def test_confinement_from_inside(xdesktop_sandbox: Any, monkeypatch: pytest.Monk
     assert "SEE /root" not in res.stdout and "SEE /work" not in res.stdout
     assert "s3cret-value" not in res.stdout and "FLYWHEEL_TEST_SECRET" not in res.stdout
     top = res.stdout.splitlines()[0].split()
-    assert "work" not in top and "root" not in top and "opt" not in top
+    assert "work" not in top and "root" not in top
+    assert sb.exec("ls /opt").stdout.split() == [
+        "flywheel-mcp"
+    ]  # the MCP servers' binds, nothing of the host's
     assert (Path(sb.conf.workspace) / "written-inside.txt").read_text() == "home\n"
     # Only the sandbox's own processes are visible; only lo.
     ps = sb.exec("ps -eo comm=").stdout.split()

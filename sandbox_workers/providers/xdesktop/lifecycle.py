@@ -22,6 +22,7 @@ from sandbox_workers.providers.confine.entering import start_holder
 from sandbox_workers.providers.confine.spawning import process_start_time
 from sandbox_workers.providers.confine.workspace import chown_tree, trim_logs, wipe_dir
 from sandbox_workers.providers.xdesktop.machine import write_machine_files
+from sandbox_workers.providers.xdesktop.mcp import server_binds
 from sandbox_workers.providers.xdesktop.parts import (
     _SESSION_ARGV,
     APPS,
@@ -161,7 +162,7 @@ class DesktopLifecycle(disk.DiskVolumes, DesktopPlumbing):
         chown_tree(run, self.conf.uid)
         # The X socket is bound once, into the holder's mount namespace: every process entering it sees
         # it (a reset starts a new X server and a new holder); so are the machine's own programs.
-        binds = (self.x_socket(), *write_machine_files(self.root / "machine"))
+        binds = (self.x_socket(), *write_machine_files(self.root / "machine"), *server_binds())
         holder, _ = start_holder(self.conf, cgroup=self.cgroup, extra_binds=binds, timeout=self.start_timeout)
         self.holder = _Proc.of("netns", holder)
         self._save_state()

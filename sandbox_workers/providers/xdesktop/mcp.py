@@ -1,13 +1,16 @@
 """Starting MCP servers inside an X desktop sandbox (the `Spawner` of its `McpHub`).
 
-A server is one more process of the sandbox's session, spawned as its apps are: the sandbox's uid,
-its bwrap namespaces (joining its network namespace: no network unless the profile has one), its
-cgroup, its workspace as $HOME and the desktop's environment (DISPLAY: a shell tool may open windows).
-The host's Python is not visible there (the venv's interpreter lives under /root); the sandbox's
-/usr/bin/python3 runs the server, with two read-only binds: the venv's site-packages (the `mcp` SDK,
-compiled for the same Python minor version, checked once) and `sandbox_workers/mcp/servers` as the
-package `flywheel_mcp_servers`. It runs with `-P`: the workspace (its working folder) is not on its
-import path, so a file the agent wrote there (`json.py`, `mcp.py`) cannot stand in for a module.
+A server is one more process of the desktop, entering its holder's namespaces as its apps do: the
+sandbox's uid, its one process table (the shell tool's `pkill` acts on the desktop's apps), its network
+namespace (no network unless the profile has one), its cgroup, its workspace as $HOME and the desktop's
+environment (DISPLAY: a shell tool may open windows). The host's Python is not visible there (the venv's
+interpreter lives under /root); the sandbox's /usr/bin/python3 runs the server, with two read-only
+binds the holder makes (`server_binds`, under /opt/flywheel-mcp, the only thing in the sandbox's /opt):
+the venv's site-packages (the `mcp` SDK, compiled for the same Python minor version, checked once) and
+`sandbox_workers/mcp/servers` as the package `flywheel_mcp_servers`. Any process of the sandbox can
+read them, as the servers' shell tool always could. It runs with `-P`: the workspace (its working
+folder) is not on its import path, so a file the agent wrote there (`json.py`, `mcp.py`) cannot stand
+in for a module.
 
 A server that cannot start (that Python, a bind its uid cannot read, bwrap refusing) is
 `McpServerUnavailable`: a tool error, the sandbox goes on. Only a session that is gone is an EnvError.
@@ -26,7 +29,8 @@ import mcp
 from sandbox_workers.base import EnvError
 from sandbox_workers.mcp.hub import McpHub, McpServerUnavailable, ServerSpec
 from sandbox_workers.providers.confine.bwrap import with_env
-from sandbox_workers.providers.confine.spawning import SandboxProcess, spawn
+from sandbox_workers.providers.confine.entering import enter
+from sandbox_workers.providers.confine.spawning import SandboxProcess
 
 if TYPE_CHECKING:
     from sandbox_workers.providers.xdesktop.plumbing import DesktopPlumbing
@@ -68,6 +72,14 @@ def server_argv(spec: ServerSpec) -> list[str]:
     return [PYTHON, "-s", "-B", "-P", "-m", f"{PACKAGE}.{spec.module}"]
 
 
+def server_binds() -> tuple[tuple[str, str, bool], ...]:
+    """The read-only binds the servers need, made once into the desktop's holder (see the module's note)."""
+    return (
+        (str(site_packages()), SANDBOX_LIB, False),
+        (str(SERVERS_DIR), f"{SANDBOX_SRC}/{PACKAGE}", False),
+    )
+
+
 def desktop_hub(provider: DesktopPlumbing) -> McpHub:
     """The MCP hub of an X desktop sandbox (the profile's `mcp_servers`, DEFAULT_SERVERS by default)."""
     opts = provider.profile.options
@@ -81,15 +93,10 @@ def desktop_hub(provider: DesktopPlumbing) -> McpHub:
         if conf is None or holder is None or holder.init_pid is None or not holder.alive():
             raise EnvError("the sandbox's session is gone (reset restarts it)")
         env = {"PYTHONPATH": f"{SANDBOX_SRC}:{SANDBOX_LIB}", "PYTHONDONTWRITEBYTECODE": "1"}
-        binds = (
-            provider.x_socket(),
-            (str(site_packages()), SANDBOX_LIB, False),
-            (str(SERVERS_DIR), f"{SANDBOX_SRC}/{PACKAGE}", False),
-        )
         try:
-            proc = spawn(
-                with_env(conf, env), server_argv(spec), cgroup=provider.cgroup, join=holder.init_pid,
-                extra_binds=binds, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            proc = enter(
+                with_env(conf, env), holder.init_pid, server_argv(spec), cgroup=provider.cgroup,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip
         except EnvError as exc:
             if not holder.alive():  # the session went while it started: that is the sandbox failing
