@@ -422,6 +422,16 @@ class XSession(WindowClients):
         self.root.send_event(ev, event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
         self.d.flush()
 
+    def is_splash(self, window_id: int) -> bool:
+        """Whether a window says it is a splash screen (_NET_WM_WINDOW_TYPE_SPLASH: an app's "starting"
+        picture, before its own window); False for a window that is gone."""
+        w = self.d.create_resource_object("window", window_id)
+        try:
+            prop = w.get_full_property(self.atom("_NET_WM_WINDOW_TYPE"), X.AnyPropertyType)
+        except (xerror.BadWindow, xerror.BadDrawable):
+            return False
+        return prop is not None and self.atom("_NET_WM_WINDOW_TYPE_SPLASH") in list(prop.value)
+
     def windows(self) -> list[Window]:
         """The managed top-level windows (the WM's _NET_CLIENT_LIST), oldest first."""
         prop = self.root.get_full_property(self.atom("_NET_CLIENT_LIST"), X.AnyPropertyType)

@@ -172,3 +172,10 @@ def test_vlc_as_osworlds_image_has_it_scored_through_its_http_interface_and_its_
     pause = "curl -s -u :password 'http://127.0.0.1:8080/requests/status.xml?command=pl_pause' >/dev/null"
     assert env.exec(pause).exit_code == 0
     assert [d["score"] for d in evaluate(prepared, env).details] == [0.0, 1.0]
+
+
+def test_a_launch_returns_at_the_apps_own_window_not_its_splash(xdesktop_factory: Callable[..., Any]) -> None:
+    desktop = xdesktop_factory("osworld-gimp", options={**SLOW_START, "apps": []})
+    # GIMP shows "GIMP Startup" (a splash-type window) for seconds before its own window.
+    out = desktop.call("launch", {"app": "gimp", "timeout": 60})
+    assert out["window"]["title"] == "GNU Image Manipulation Program", out

@@ -339,7 +339,8 @@ class XDesktopProvider(DesktopLifecycle):
         exited_at: float | None = None
         while True:
             exited = not proc.alive()  # read before the windows: a hand-off's window is then listed
-            wins = self._x("windows", lambda x: x.windows())
+            # An app's splash screen (GIMP's, while it loads for seconds) is not its window.
+            wins = self._x("windows", lambda x: [w for w in x.windows() if not x.is_splash(w.id)])
             ours = [w for w in wins if APPS[app][1] in " ".join(w.wm_class).lower()]
             if title is not None:
                 ours = [w for w in ours if title.lower() in w.title.lower()]
