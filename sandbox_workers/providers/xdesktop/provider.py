@@ -1,10 +1,12 @@
 """The X desktop sandbox: Xvfb + openbox + desktop apps, confined by bubblewrap.
 
 Xvfb and x11vnc run as the host user OUTSIDE the sandbox: infrastructure only the host reaches (xaccess).
-Inside it (see `sandbox_workers.providers.confine`) run a namespace holder, a session D-Bus (AT-SPI needs it),
-openbox and the profile's start-up apps, each its own bwrap process; all share the workspace
-($HOME = /home/user, host `root/home`), /tmp (host `root/tmp`), the network namespace (a server one
-starts is reachable from the others) and one cgroup. Input goes through one persistent Xlib
+Inside it (see `sandbox_workers.providers.confine`) run a holder (bwrap: the sandbox's namespaces, its
+init as pid 1), then, entering the holder's namespaces, a session D-Bus (AT-SPI needs it), openbox, the
+profile's start-up apps, every exec'd command and the MCP servers: one machine (one process table and
+mount table: `ps`, `pkill` act on its processes only), one workspace ($HOME = /home/user, host
+`root/home`), one /tmp (host `root/tmp`), one network namespace and one cgroup. What OSWorld's Ubuntu has
+by name (gnome-terminal, Ctrl+Alt+T, VLC's settings) is in `machine`. Input goes through one persistent Xlib
 connection (XTEST), sent once the app it goes to can take it, and a step returns once the screen shows
 its effect (display.settle: damage and the app's own main thread); screenshots come from a persistent
 mss instance.
