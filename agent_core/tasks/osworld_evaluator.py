@@ -259,8 +259,8 @@ print(json.dumps(tree(start)))
 def _vlc_probe(kind: str, getter: Mapping[str, Any]) -> dict[str, Any]:
     """Our probe for OSWorld's VLC getters."""
     if kind == "vlc_config":
-        # OSWorld reads ~/.config/vlc/vlcrc (the desktops give VLC one as its image has: see
-        # sandbox_workers' xdesktop/machine.py).
+        # OSWorld reads ~/.config/vlc/vlcrc (the desktops give VLC one as its image has it, written
+        # by VLC itself at its first launch).
         return {
             "op": "file",
             "path": ".config/vlc/vlcrc",
