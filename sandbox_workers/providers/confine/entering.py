@@ -28,7 +28,13 @@ from pathlib import Path
 from sandbox_workers.base import EnvError, SandboxError
 from sandbox_workers.providers.confine.bwrap import SANDBOX_HOME, Confinement, sandbox_env
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
-from sandbox_workers.providers.confine.spawning import SandboxProcess, _FileArg, process_start_time, spawn
+from sandbox_workers.providers.confine.spawning import (
+    SandboxProcess,
+    _FileArg,
+    check_argv,
+    process_start_time,
+    spawn,
+)
 
 NSENTER = "/usr/bin/nsenter"
 _PR_SET_NO_NEW_PRIVS = 38
@@ -181,8 +187,7 @@ def enter(
 ) -> EnteredProcess:
     """Start `argv` inside the sandbox whose holder's init is `holder` (see the module's note), in a
     new session, with the sandbox's clean environment."""
-    if any("\x00" in arg for arg in argv):
-        raise SandboxError(f"a command cannot hold a NUL character: {list(argv)!r}"[:300])
+    check_argv(argv)
     if not argv:
         raise SandboxError("an empty command")
     args = entry_argv(conf, holder, argv, cwd=cwd)

@@ -131,6 +131,13 @@ class SandboxProcess(subprocess.Popen[bytes]):
             self.kill()
 
 
+def check_argv(argv: Sequence[str]) -> None:
+    """SandboxError for a command line exec() cannot take (a NUL character): the caller's mistake, not
+    a failure of the sandbox."""
+    if any("\x00" in arg for arg in argv):
+        raise SandboxError(f"a command cannot hold a NUL character: {list(argv)!r}"[:300])
+
+
 def spawn(
     conf: Confinement,
     argv: Sequence[str],
@@ -148,9 +155,7 @@ def spawn(
 
     `join`: host pid of a `start_netns_holder` process whose network (and ipc) namespace to share.
     """
-    if any("\x00" in arg for arg in argv):
-        # exec() cannot take one: refused as the caller's mistake, not a failure of the sandbox.
-        raise SandboxError(f"a command cannot hold a NUL character: {list(argv)!r}"[:300])
+    check_argv(argv)
     join_fds: tuple[int, int, int] | None = None
     opened: list[int] = []
     try:
