@@ -184,6 +184,7 @@ def enter(
     stdout: _FileArg = None,
     stderr: _FileArg = None,
     cwd: str = SANDBOX_HOME,
+    pass_fds: tuple[int, ...] = (),
 ) -> EnteredProcess:
     """Start `argv` inside the sandbox whose holder's init is `holder` (see the module's note), in a
     new session, with the sandbox's clean environment."""
@@ -194,7 +195,25 @@ def enter(
     try:
         return EnteredProcess(
             args, stdin=stdin, stdout=stdout, stderr=stderr, preexec_fn=_entry_setup(conf, cgroup),
-            start_new_session=True, cwd="/", env=sandbox_env(conf),
+            start_new_session=True, cwd="/", env=sandbox_env(conf), pass_fds=pass_fds,
         )  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         raise EnvError(f"cannot start {argv[0]} in the sandbox: {exc}") from exc
+
+
+def members(holder: int) -> list[int]:
+    """Host pids of every process in the pid namespace of the holder whose init is `holder` (its own
+    tree and what `enter` started, whose parent on the host is nsenter): [] once it is gone."""
+    try:
+        ns = os.readlink(f"/proc/{holder}/ns/pid")
+    except OSError:
+        return []
+    if ns == os.readlink("/proc/self/ns/pid"):
+        return []  # not a sandbox's: the host's own process table
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry.name}/ns/pid") == ns:
+                    found.append(int(entry.name))
+    return sorted(found)

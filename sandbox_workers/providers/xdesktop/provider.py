@@ -75,6 +75,7 @@ from sandbox_workers.mcp.hub import McpHub
 from sandbox_workers.providers.confine import disk
 from sandbox_workers.providers.confine.bwrap import Confinement
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
+from sandbox_workers.providers.confine.entering import members
 from sandbox_workers.providers.confine.spawning import collect_output, same_process
 from sandbox_workers.providers.confine.workspace import chown_tree, workspace_read, workspace_write
 from sandbox_workers.providers.xdesktop import gui_input
@@ -280,13 +281,12 @@ class XDesktopProvider(DesktopLifecycle):
         self._ready()
         found: dict[int, psutil.Process] = {}
         assert self.holder is not None and self.holder.init_pid is not None
-        try:
-            members = psutil.Process(self.holder.init_pid).children(recursive=True)
-        except psutil.Error:
-            members = []
-        for member in members:
+        # The whole machine's process table: what `enter` started hangs from nsenter on the host, not
+        # from the holder's init (scanning the init's tree alone found no app at all).
+        for pid in members(self.holder.init_pid):
             with contextlib.suppress(psutil.Error):
-                if any(p.search(member.name()) for p in patterns):
+                member = psutil.Process(pid)
+                if pid != self.holder.init_pid and any(p.search(member.name()) for p in patterns):
                     found[member.pid] = member
         for proc in found.values():
             with contextlib.suppress(psutil.Error):
@@ -334,7 +334,7 @@ class XDesktopProvider(DesktopLifecycle):
             raise SandboxError(f"unknown app {app!r}; valid: {', '.join(sorted(APPS))}")
         self._ready()
         before = {w.id for w in self._x("windows", lambda x: x.windows())}
-        proc = _Proc.of(app, self._spawn(self._app_argv(app, args)))
+        proc = _Proc.of(app, self._spawn_app(app, args))
         self.launched.append(proc)
         self._save_state()
         deadline = time.monotonic() + timeout
@@ -398,8 +398,7 @@ class XDesktopProvider(DesktopLifecycle):
                 out.add(p.pid)
             if p.init_pid and same_process(p.init_pid, p.init_start):
                 out.add(p.init_pid)
-                with contextlib.suppress(psutil.Error):
-                    out.update(c.pid for c in psutil.Process(p.init_pid).children(recursive=True))
+                out.update(members(p.init_pid))
         return sorted(out)
 
     # --- surviving a host restart (state() and _save_state() are the plumbing's) ----------------
