@@ -31,6 +31,7 @@ from agent_core.actions import Action
 from agent_core.env import ExecOutput, Obs
 from sandbox_workers.base import ImageFormat, Observation, Provider, SandboxPathError, perform
 from sandbox_workers.client import LeasedSandbox
+from sandbox_workers.devtools_routes import local_devtools
 from sandbox_workers.fetch import FetchCache
 
 # The task platform a sandbox provider serves (android sandboxes take the mobile action space).
@@ -224,6 +225,8 @@ class SandboxEnv:
             return self.target.call(method, **params)
         if method == "fetch":
             return local_fetch(self.target, params)
+        if method == "devtools":
+            return local_devtools(self.target)
         result: Mapping[str, Any] | Any = self.target.call(method, params)
         return result
 

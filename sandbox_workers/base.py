@@ -209,6 +209,11 @@ class Provider(ABC):
         """Read `path` from the sandbox."""
 
     # --- optional ---
+    def devtools(self) -> Any:
+        """The DevTools pipe of the sandbox's browser (sandbox_workers.devtools.DevToolsPipe), which the
+        host serves to the lease's holder; OperationUnsupported where there is none."""
+        raise OperationUnsupported(f"{self.name} sandboxes have no browser DevTools for the host")
+
     def snapshot(self) -> bytes:
         """An opaque blob that `restore` takes back; providers that cannot raise OperationUnsupported."""
         raise OperationUnsupported(f"{self.name} sandboxes cannot snapshot")

@@ -15,7 +15,6 @@ import base64
 import contextlib
 import dataclasses
 import hmac
-import json
 import logging
 import os
 import signal
@@ -25,7 +24,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from aiohttp import http_exceptions as aiohttp_http_exceptions
 from aiohttp import web
 
 from agent_core.actions import ActionError, action_from_dict
@@ -41,8 +39,11 @@ from sandbox_workers.base import (
     SandboxPathError,
     perform,
 )
+from sandbox_workers.devtools_routes import PREFIX as DEVTOOLS_PREFIX
+from sandbox_workers.devtools_routes import devtools_ticket, setup_devtools
 from sandbox_workers.fetch import FetchCache, fetch_for_lease
 from sandbox_workers.heartbeat import heartbeat_forever
+from sandbox_workers.host_bodies import MAX_UPLOAD, body, upload
 from sandbox_workers.live.relay import (
     live_sockets_track,
     live_streams,
@@ -56,7 +57,6 @@ from sandbox_workers.providers import host_files
 
 log = logging.getLogger("sandbox_workers.host")
 VERSION = "1"
-MAX_UPLOAD = 64 * 1024 * 1024
 POOL: web.AppKey[Pool] = web.AppKey("pool", Pool)
 CONFIG: web.AppKey[dict[str, Any]] = web.AppKey("config", dict)
 
@@ -76,11 +76,6 @@ ERRORS: list[tuple[type[Exception], int, str]] = [
 ]
 
 
-def error_json(kind: str, message: str) -> str:
-    """The body of an error answer."""
-    return json.dumps({"error": {"type": kind, "message": message}})
-
-
 def error_response(status: int, kind: str, message: str) -> web.Response:
     return web.json_response({"error": {"type": kind, "message": message}}, status=status)
 
@@ -90,7 +85,7 @@ async def auth_and_errors(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     """Check the bearer token (except /health), and turn typed errors into JSON answers."""
-    if request.path != "/health":
+    if request.path != "/health" and not request.path.startswith(DEVTOOLS_PREFIX):  # a ticket instead
         token: str = request.app[CONFIG]["token"]
         given = request.headers.get("Authorization", "")
         if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].encode(), token.encode()):
@@ -107,54 +102,6 @@ async def auth_and_errors(
                 return error_response(status, kind, str(exc))
         log.exception("%s %s failed", request.method, request.path)
         return error_response(500, "internal", f"{type(exc).__name__}: {exc}")
-
-
-async def body(request: web.Request) -> dict[str, Any]:
-    """The request's JSON object, or a 400 (413 past the size limit) saying why not."""
-    try:
-        data = await request.json()
-    except web.HTTPRequestEntityTooLarge:
-        raise web.HTTPRequestEntityTooLarge(
-            max_size=MAX_UPLOAD, text=error_json("too_large", f"bodies are limited to {MAX_UPLOAD} bytes"),
-            content_type="application/json",
-        ) from None  # fmt: skip
-    except ValueError:
-        raise web.HTTPBadRequest(
-            text=error_json("bad_request", "the body must be JSON"),
-            content_type="application/json",
-        ) from None
-    if not isinstance(data, dict):
-        raise web.HTTPBadRequest(
-            text=error_json("bad_request", "the body must be a JSON object"),
-            content_type="application/json",
-        )
-    return data
-
-
-async def upload(request: web.Request, *, what: str) -> bytes:
-    """The whole request body, or a refusal: 413 past MAX_UPLOAD, 400 when it ends before its
-    Content-Length. One `read(n)` returns what has arrived so far, not n bytes: read to the end."""
-    too_large = web.HTTPRequestEntityTooLarge(
-        max_size=MAX_UPLOAD, text=error_json("too_large", f"{what} are limited to {MAX_UPLOAD} bytes"),
-        content_type="application/json",
-    )  # fmt: skip
-    declared = request.content_length
-    if declared is not None and declared > MAX_UPLOAD:
-        raise too_large
-    data = bytearray()
-    try:
-        async for chunk in request.content.iter_any():
-            data += chunk
-            if len(data) > MAX_UPLOAD:
-                raise too_large
-    except (ConnectionError, aiohttp_http_exceptions.HttpProcessingError) as exc:
-        # The client went away or the body broke off mid-way: nothing of it is kept.
-        message = f"the body ended before it was complete: {exc}"
-        raise web.HTTPBadRequest(text=error_json("incomplete_body", message), content_type="application/json")
-    if declared is not None and len(data) != declared:
-        message = f"the body has {len(data)} bytes, its Content-Length says {declared}"
-        raise web.HTTPBadRequest(text=error_json("incomplete_body", message), content_type="application/json")
-    return bytes(data)
 
 
 def number(data: Mapping[str, Any], key: str, default: float, *, low: float, high: float) -> float:
@@ -322,6 +269,10 @@ async def call(request: web.Request) -> web.Response:
         pool, cache = request.app[POOL], request.app[CONFIG]["fetch_cache"]
         result = await fetch_for_lease(pool, request.match_info["lease"], cache, params)
         return web.json_response({"result": result})
+    if method == "devtools":  # Chromium's DevTools, for the lease's holder: sandbox_workers.devtools_routes
+        lease, url = request.match_info["lease"], request.app[CONFIG]["url"]
+        result = await devtools_ticket(request.app, request.app[POOL], lease, url)
+        return web.json_response({"result": result})
     result = await request.app[POOL].run(
         request.match_info["lease"], f"call:{method}", lambda p: p.call(method, params)
     )
@@ -393,6 +344,7 @@ def build_app(
         fetch_cache = FetchCache.from_env(Path(tempfile.mkdtemp(prefix="flywheel-fetch-")))
     app[CONFIG] = {"name": name, "url": url, "token": token, "fetch_cache": fetch_cache}
     app.add_routes(routes)
+    setup_devtools(app)
     live_sockets_track(app)
     return app
 

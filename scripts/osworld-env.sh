@@ -5,7 +5,8 @@
 # loads one module at a time): its own pins where it has them (numpy<2, Pillow~=11.0, pandas<2.3,
 # opencv<5, pytz~=2024.1, tqdm~=4.65), the releases that resolve beside them elsewhere. Left out: easyocr
 # and librosa (torch / numba: ~2 GB; compare_image_text and compare_audios then fail with a clear
-# error), and what only the VM side needs (gymnasium, playwright, pyautogui, ag2, cloud SDKs, …).
+# error), and what only the VM side needs (gymnasium, pyautogui, ag2, cloud SDKs, …). Playwright is in:
+# the DevTools getters connect over CDP to the desktop's Chromium (no browser download: they connect).
 # pymupdf stays below 2.0, which pulls onnxruntime in. Idempotent: a second run with the same pins
 # does no network work. Prints the venv's python on stdout.
 set -euo pipefail
@@ -19,6 +20,7 @@ LIBS=(
   rapidfuzz==3.14.6 beautifulsoup4==4.15.0 lxml==6.1.3 cssselect==1.6.0 xmltodict==1.0.4 PyYAML==6.0.4
   pymupdf==1.26.5 borb==3.0.9 pdfplumber==0.11.9 pypdf==7.1.1 PyPDF2==3.0.1
   python-docx==1.2.0 odfpy==1.4.1 python-pptx==1.0.2 openpyxl==3.1.5 formulas==1.3.4 tldextract==5.4.0
+  playwright==1.65.2
 )
 want="$PACKAGE ${LIBS[*]}"
 log() { printf '\033[1m[osworld-env]\033[0m %s\n' "$*" >&2; }

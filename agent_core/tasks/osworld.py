@@ -19,7 +19,10 @@ Setup steps (`config[i].type`, and `evaluator.postconfig`, which becomes `checke
                          forward, is skipped); `code` (VS Code) is refused: not packaged for Debian
     open               → launch of the app for the file's extension (`OPEN_APPS`; no extension: a
                          folder, pcmanfm)
-    chrome_open_tabs   → launch chromium with the URLs (new tabs of the running browser)
+    chrome_open_tabs,
+    chrome_close_tabs  → osworld_setup: OSWorld's own SetupController steps, run by its code
+                         (osworld_worker.py) over the DevTools of the desktop's Chromium (the host's
+                         endpoint for the lease)
     activate_window,
     close_window       → window {action, name, strict, by_class}
     sleep              → wait
@@ -33,8 +36,11 @@ Getters (`evaluator.result` / `evaluator.expected`):
     vm_command_error   → exec probe of the command's stderr
     gimp_config_file   → file probe of ~/.config/GIMP/2.10/<file_name>
     rule               → expected: the rule's `rules`, as OSWorld's get_rule gives them
-    refused            → `GETTER_REFUSED` (Chrome's DevTools state, the accessibility tree in
-                         OSWorld's XML, relative-time rules, …), each with its reason
+    open_tabs_info,
+    page_info          → OSWorld's own getter, connected over CDP to the desktop's Chromium (the
+                         probe gets the host's DevTools endpoint: `DEVTOOLS_GETTERS`)
+    refused            → `GETTER_REFUSED` (Chrome's active tab, which OSWorld finds in its XML
+                         accessibility tree; relative-time rules, …), each with its reason
 Metrics: any function of desktop-env's metrics (`OSWORLD_METRICS`), with its options as given.
     `func: infeasible` → `infeasible: true` (no checker).
 A task needs the network when a command or a launched URL reaches a web host (downloads do not: the
@@ -210,7 +216,8 @@ class _Importer(EvaluatorMapping):
             "command": (self.execute, {"command", "shell", "until", "stdout", "stderr"}),
             "launch": (self.launch, {"command", "shell"}),
             "open": (self.open, {"path"}),
-            "chrome_open_tabs": (self.open_tabs, {"urls_to_open"}),
+            "chrome_open_tabs": (self.tabs, {"urls_to_open"}),
+            "chrome_close_tabs": (self.tabs, {"urls_to_close"}),
             "activate_window": (self.window, {"window_name", "strict", "by_class"}),
             "close_window": (self.window, {"window_name", "strict", "by_class"}),
             "sleep": (self.sleep, {"seconds"}),
@@ -349,15 +356,18 @@ class _Importer(EvaluatorMapping):
             step["title"] = PurePosixPath(path).stem
         return [step]
 
-    def open_tabs(self, kind: str, params: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
-        urls = params.get("urls_to_open")
+    def tabs(self, kind: str, params: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+        """chrome_open_tabs / chrome_close_tabs: OSWorld's own steps, on the browser's DevTools."""
+        key = "urls_to_open" if kind == "chrome_open_tabs" else "urls_to_close"
+        urls = params.get(key)
         if not isinstance(urls, list) or not urls or not all(isinstance(u, str) and u for u in urls):
-            raise self.error(where, "urls_to_open must be a non-empty list of URLs")
+            raise self.error(where, f"{key} must be a non-empty list of URLs")
         for url in urls:
-            if WEB_URL.match(url):
+            if kind == "chrome_open_tabs" and WEB_URL.match(url):
                 self.network.add(f"{where} opens {url}")
         self.apps.add("chromium")
-        return [{"op": "launch", "app": "chromium", "args": list(urls), "timeout": 60}]
+        # OSWorld's own code retries its connection for up to 75 s (a browser still starting).
+        return [{"op": "osworld_setup", "step": kind, "params": {key: list(urls)}, "timeout": 180}]
 
     def window(self, kind: str, params: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
         name = params.get("window_name")

@@ -11,10 +11,12 @@ from typing import Any
 from agent_core.tasks.osworld_tables import (
     CHROME_FILE_GETTERS,
     CHROME_PROFILE,
+    DEVTOOLS_GETTERS,
     GETTER_REFUSED,
     HOME,
     OSWORLD_METRICS,
     URL,
+    WEB_URL,
 )
 from agent_core.tasks.public_urls import download_refusal
 from agent_core.tasks.spec import TaskSpecError
@@ -25,6 +27,8 @@ class EvaluatorMapping:
 
     cache: dict[str, tuple[str, str]]
     """OSWorld's host-cache files the setup fills (the importer's): name → (save_as, stdout/stderr)."""
+    network: set[str]
+    """Why the task needs the network (the importer's): it is then tagged needs:network."""
 
     def error(self, where: str, why: str) -> TaskSpecError:
         raise NotImplementedError
@@ -98,6 +102,9 @@ class EvaluatorMapping:
             }
             # The whole getter config goes to OSWorld's getter, which reads what it needs of it.
             check["options"]["getter"] = {"name": kind, "config": dict(result), "files": list(places)}
+        elif kind in DEVTOOLS_GETTERS:
+            check["probe"] = self.devtools(result, f"{where} result ({kind})")
+            check["options"]["getter"] = {"name": kind, "config": dict(result), "devtools": True}
         else:
             check["probe"] = self.getter(result, f"{where} result")
         if not has_expected:
@@ -113,6 +120,20 @@ class EvaluatorMapping:
             check["expected_probe"] = self.getter(expected, f"{where} expected")
         return check
 
+    def devtools(self, getter: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """A getter of Chrome's live state: OSWorld's own code, connected over CDP to the endpoint that
+        the sandbox host serves for the desktop's Chromium (its `devtools` call)."""
+        extra = sorted(set(map(str, getter)) - DEVTOOLS_GETTERS[str(getter["type"])] - {"type"})
+        if extra:
+            raise self.error(where, f"unknown key(s) {', '.join(extra)}")
+        url = getter.get("url")
+        if "url" in DEVTOOLS_GETTERS[str(getter["type"])]:
+            if not isinstance(url, str) or not url:
+                raise self.error(where, "url must be a non-empty string")
+            if WEB_URL.match(url):
+                self.network.add(f"{where} opens {url}")
+        return {"op": "call", "method": "devtools"}
+
     def getter(self, getter: Any, where: str) -> dict[str, Any]:
         """Our probe for an OSWorld getter."""
         if not isinstance(getter, Mapping) or not isinstance(getter.get("type"), str):
@@ -121,8 +142,8 @@ class EvaluatorMapping:
         where = f"{where} ({kind})"
         if kind in GETTER_REFUSED:
             raise self.error(where, GETTER_REFUSED[kind])
-        if kind in CHROME_FILE_GETTERS:
-            raise self.error(where, "Chrome's profile is read for the result only, not for what is expected")
+        if kind in CHROME_FILE_GETTERS or kind in DEVTOOLS_GETTERS:
+            raise self.error(where, "Chrome's state is read for the result only, not for what is expected")
         known = {
             "vm_file": {"path", "dest", "multi", "gives", "time_suffix", "time_format"},
             "cloud_file": {"path", "dest", "multi", "gives"},

@@ -142,6 +142,16 @@ class OSWorldMetrics:
         log.debug("OSWorld metric %s: %s in %.2f s", func, value, time.monotonic() - started)
         return value
 
+    def setup(
+        self, step: str, params: Mapping[str, Any], endpoint: str | None, *, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
+        """OSWorld's own setup step `step` (chrome_open_tabs, chrome_close_tabs) on the browser behind
+        the DevTools `endpoint`; OSWorldMetricError with OSWorld's own exception when it fails."""
+        request = {"func": step, "setup": step, "params": dict(params), "devtools": endpoint}
+        reply = self._request(request, timeout)
+        if not reply.get("ok"):
+            raise OSWorldMetricError(step, str(reply.get("error")), str(reply.get("traceback", "")))
+
     def probe(self, func: str, *, timeout: float = DEFAULT_TIMEOUT) -> MetricProbe:
         """Load `func` in the worker; OSWorldMetricError when it does not load."""
         reply = self._request({"func": func, "probe": True}, timeout)
@@ -311,3 +321,10 @@ def score(
 def probe(func: str, *, timeout: float = DEFAULT_TIMEOUT) -> MetricProbe:
     """Load OSWorld's metric `func` in the process-wide worker; OSWorldMetricError when it does not."""
     return _instance().probe(func, timeout=timeout)
+
+
+def setup(
+    step: str, params: Mapping[str, Any], endpoint: str | None, *, timeout: float = DEFAULT_TIMEOUT
+) -> None:
+    """OSWorld's setup step `step` in the process-wide worker (see `OSWorldMetrics.setup`)."""
+    _instance().setup(step, params, endpoint, timeout=timeout)

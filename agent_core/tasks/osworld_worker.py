@@ -12,7 +12,11 @@ requests because a metric module's imports take seconds.
      "result": <file value or null per file>, …}  → the metric on what OSWorld's own getter
         (`desktop_env.evaluators.getters`, get_<name>) returns on those files: they are what its
         controller's get_file gives it, by their place in Chrome's profile folder (`files`).
-    a failure of either            → {"error": "<type>: <message>", "traceback": "…"} (+ "timeout": true)
+    {"func": "chrome_open_tabs", "setup": "chrome_open_tabs", "params": {...}, "devtools": <endpoint>}
+        → {"ok": true}: OSWorld's own SetupController step (`DEVTOOLS_SETUPS`), connected over CDP to
+        the desktop's Chromium through the sandbox host's endpoint (as the DevTools getters are:
+        {"getter": {"name": "open_tabs_info", "config": {...}, "devtools": true}, "result": {"endpoint"}}).
+    a failure of any               → {"error": "<type>: <message>", "traceback": "…"} (+ "timeout": true)
 
 A value {"__file__": "<base64>", "name": "x.xlsx"} (also inside lists and mappings: getters with
 `multi`) becomes the path of that file, written to a fresh folder that is removed after the request,
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
@@ -49,8 +54,8 @@ from typing import IO, Any
 PACKAGE = "desktop_env.evaluators.metrics"
 GETTERS = "desktop_env.evaluators.getters"
 HOME = "/home/user"  # OSWorld's VM user's home: where its getters look
-# What the getters' modules import at their top and no file-reading getter uses (DevTools, Google Drive):
-# stand-ins whose every name fails when called.
+# What the getters' modules import at their top, where it is not installed (Google Drive; Playwright is,
+# for the DevTools getters): stand-ins whose every name fails when called.
 GETTER_STUBS = ("playwright", "playwright.sync_api", "pydrive", "pydrive.auth", "pydrive.drive")
 DEFAULT_TIMEOUT = 120.0
 # Heavy libraries scripts/osworld-env.sh does not install (torch-based OCR, audio analysis).
@@ -161,8 +166,77 @@ def _getter(name: str) -> Callable[..., Any]:
     raise LookupError(f"get_{name} is not a getter of {GETTERS}")
 
 
+class _DevToolsEnv(_GetterEnv):
+    """`env` for a getter that connects to Chrome's DevTools (`connect_over_cdp(f"http://{vm_ip}:{chromium_port}")`):
+    the sandbox host's endpoint for the desktop's Chromium, split so that OSWorld's own formatting
+    rebuilds it. Without one (no browser the host started), a closed port: the getter's own
+    could-not-connect path runs, as on a VM whose Chrome is gone."""
+
+    def __init__(self, endpoint: str | None, cache_dir: str) -> None:
+        super().__init__({}, cache_dir)
+        from urllib.parse import urlsplit
+
+        if endpoint:
+            url = urlsplit(endpoint)
+            self.vm_ip = url.hostname or "127.0.0.1"
+            self.chromium_port = f"{url.port or 80}{url.path}"
+        else:
+            self.vm_ip, self.chromium_port = "127.0.0.1", "9"
+        self.server_port = "9"  # OSWorld's VM server, which its fallback asks to relaunch Chrome: none here
+
+
+# OSWorld's setup steps that drive Chrome through DevTools: its SetupController's own methods, each
+# compiled alone from desktop_env/controllers/setup.py (whose module imports Google Drive, AWS, …).
+DEVTOOLS_SETUPS = ("chrome_open_tabs", "chrome_close_tabs")
+
+
+def _setup_method(name: str) -> Callable[..., Any]:
+    """SetupController._<name>_setup from OSWorld's source, with the names its body uses."""
+    if name not in DEVTOOLS_SETUPS:
+        raise LookupError(
+            f"{name!r} is not a setup step this worker runs; valid: {', '.join(DEVTOOLS_SETUPS)}"
+        )
+    path = Path(sys.modules[GETTERS].__path__[0]).parent.parent / "controllers/setup.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[ast.stmt] = [
+        node
+        for cls in tree.body
+        if isinstance(cls, ast.ClassDef) and cls.name == "SetupController"
+        for node in cls.body
+        if isinstance(node, ast.FunctionDef) and node.name == f"_{name}_setup"
+    ]
+    if not found:
+        raise LookupError(f"SetupController._{name}_setup is not in {path}")
+    # The module's own top-level imports and names, each where it loads here (Google Drive's, AWS's and
+    # the like do not; the two Chrome steps use none of them).
+    namespace: dict[str, Any] = {"__name__": "desktop_env.controllers.setup"}
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom | ast.Assign):
+            with contextlib.suppress(Exception):
+                exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+    exec(compile(ast.Module(body=found, type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+    return namespace[f"_{name}_setup"]  # type: ignore[no-any-return]
+
+
+def _run_setup(request: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """OSWorld's own setup step `setup` ({params}) on the live browser behind `devtools`."""
+    cache = folder / "setup-cache"
+    cache.mkdir()
+    endpoint = request.get("devtools")
+    controller = _DevToolsEnv(str(endpoint) if endpoint else None, str(cache))
+    _setup_method(str(request["setup"]))(controller, **dict(request.get("params") or {}))
+    return {"ok": True}
+
+
 def _run_getter(spec: dict[str, Any], result: Any, folder: Path) -> Any:
-    """What OSWorld's getter returns on the files the probe read (`result`: one value or a list)."""
+    """What OSWorld's getter returns on the files the probe read (`result`: one value or a list), or,
+    for a DevTools getter (`devtools`), on the live browser behind the endpoint the probe got."""
+    cache = folder / "getter-cache"
+    if spec.get("devtools"):
+        cache.mkdir()
+        endpoint = result.get("endpoint") if isinstance(result, dict) else None
+        env = _DevToolsEnv(str(endpoint) if endpoint else None, str(cache))
+        return _getter(str(spec["name"]))(env, dict(spec.get("config") or {}))
     places = [str(p) for p in spec.get("files", [])]
     values = result if isinstance(result, list) else [result]
     if len(values) != len(places):
@@ -171,7 +245,6 @@ def _run_getter(spec: dict[str, Any], result: Any, folder: Path) -> Any:
         place: base64.b64decode(v["__file__"]) if isinstance(v, dict) and "__file__" in v else None
         for place, v in zip(places, values, strict=True)
     }
-    cache = folder / "getter-cache"
     cache.mkdir()
     return _getter(str(spec["name"]))(_GetterEnv(files, str(cache)), dict(spec.get("config") or {}))
 
@@ -261,6 +334,8 @@ def handle(metrics: Metrics, request: dict[str, Any]) -> dict[str, Any]:
             signal.setitimer(signal.ITIMER_REAL, timeout)
             if request.get("probe"):
                 return metrics.probe(name)
+            if request.get("setup"):
+                return _run_setup(request, Path(tmp))
             func = metrics.get(name)
             counter = [0]
             if request.get("getter"):

@@ -150,6 +150,18 @@ def _run_setup(step: SetupStep, env: Env, context: Mapping[str, Any], *, seed: i
         if args.get("check", True) and not (isinstance(result, Mapping) and result.get("window")):
             raise TaskSetupError(f"{where}: no window matches {args['name']!r} to {args['action']}")
         return result
+    if op == "osworld_setup":
+        # OSWorld's own setup code (its SetupController's), on the browser's DevTools that the sandbox
+        # host serves: agent_core.tasks.osworld_worker.
+        from agent_core.tasks import osworld_metrics
+
+        got = env.call("devtools")
+        endpoint = got.get("endpoint") if isinstance(got, Mapping) else None
+        try:
+            osworld_metrics.setup(str(args["step"]), dict(args["params"]), endpoint, timeout=step.timeout)
+        except osworld_metrics.OSWorldMetricError as exc:
+            raise TaskSetupError(f"{where}: OSWorld's {args['step']} failed: {exc}") from exc
+        return None
     raise TaskSetupError(f"{where}: unknown setup op {op!r}")
 
 
@@ -303,6 +315,13 @@ def run_probe(probe: Probe, env: Env, context: Mapping[str, Any], *, answer: str
 
 
 def _short(value: Any, limit: int = 300) -> Any:
+    if (
+        isinstance(value, Mapping)
+        and isinstance(value.get("endpoint"), str)
+        and "/devtools/" in value["endpoint"]
+    ):
+        # A browser's DevTools endpoint (osworld_setup, DevTools getters): its ticket is a credential.
+        return {"devtools": value["endpoint"].rsplit("/", 1)[0] + "/…"}
     if isinstance(value, Mapping) and "__file__" in value:
         return {"file": value.get("name"), "bytes": len(base64.b64decode(value["__file__"]))}
     if isinstance(value, list):

@@ -65,6 +65,7 @@ SETUP_OPS = {
     "fetch": {"url", "path"},
     "pyautogui": {"code"},
     "window": {"action", "name"},
+    "osworld_setup": {"step", "params"},
 }
 PROBE_OPS = {
     "exec": {"command"},

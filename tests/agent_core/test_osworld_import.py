@@ -388,6 +388,30 @@ def test_chrome_local_task() -> None:
     assert [c["options"]["func"] for c in doc["checker"]["checks"]] == ["match_in_list", "fuzzy_match"]
 
 
+def test_a_devtools_getter_runs_osworlds_own_code_on_the_hosts_endpoint() -> None:
+    doc = with_evaluator(
+        func="is_expected_tabs",
+        result={"type": "open_tabs_info"},
+        expected=rule(type="url", urls=["https://a.example/"]),
+    )
+    check = import_osworld_task(doc).to_dict()["checker"]["checks"][0]
+    assert check["probe"] == {"op": "call", "method": "devtools"}
+    assert check["options"]["getter"] == {
+        "name": "open_tabs_info",
+        "config": {"type": "open_tabs_info"},
+        "devtools": True,
+    }
+    # page_info opens its URL in a new tab: a web one needs the network.
+    paged = import_osworld_task(
+        with_evaluator(
+            func="check_direct_json_object",
+            result={"type": "page_info", "url": "https://b.example/"},
+            expected=rule(expected={"title": "B"}),
+        )
+    ).to_dict()
+    assert "needs:network" in paged["tags"]
+
+
 def test_tabs_windows_multi_files_and_gimp_config() -> None:
     doc = with_config(
         {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://www.example.com/", "file:///home/user/a.html"]}},
@@ -412,7 +436,9 @@ def test_tabs_windows_multi_files_and_gimp_config() -> None:
     spec = import_osworld_task(doc)
     out = spec.to_dict()
     assert out["setup"][1:] == [
-        {"op": "launch", "app": "chromium", "args": ["https://www.example.com/", "file:///home/user/a.html"], "timeout": 60},
+        # OSWorld's own step, run by its code over the DevTools of the desktop's Chromium.
+        {"op": "osworld_setup", "step": "chrome_open_tabs",
+         "params": {"urls_to_open": ["https://www.example.com/", "file:///home/user/a.html"]}, "timeout": 180},
         {"op": "window", "action": "activate", "name": "Chromium", "strict": False, "by_class": True, "check": False,
          "timeout": 30},
         {"op": "window", "action": "close", "name": "Untitled 1 - LibreOffice Calc", "strict": True, "by_class": False,
@@ -483,8 +509,12 @@ BAD = [
     ("pyautogui beside other code",
      with_config({"type": "execute", "parameters": {"command": ["python", "-c", "import os, pyautogui; os.remove('x')"]}}),
      "pyautogui"),
-    ("a Chrome getter", with_evaluator(func="is_expected_tabs", result={"type": "open_tabs_info"}, expected=rule(type="url")),
-     "open_tabs_info): reads Chrome's state"),
+    ("a Chrome getter of the active tab",
+     with_evaluator(func="is_expected_active_tab", result={"type": "active_tab_info"}, expected=rule(type="url")),
+     "active_tab_info): finds Chrome's active tab in OSWorld's XML accessibility tree"),
+    ("a DevTools getter for what is expected",
+     with_evaluator(func="is_expected_tabs", result=LS, expected={"type": "open_tabs_info"}),
+     "Chrome's state is read for the result only"),
     ("an unknown metric", with_evaluator(func="no_such_metric", result=LS), "is not one of OSWorld's metric functions"),
     ("a placeholder", with_config({"type": "execute", "parameters": {"command": "echo {CLIENT_PASSWORD}", "shell": True}}),
      "placeholder {CLIENT_PASSWORD}"),

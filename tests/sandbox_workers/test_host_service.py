@@ -313,6 +313,39 @@ def test_vnc_stream_and_screencast_over_websockets(host, client):
         asyncio.run(go())
 
 
+def test_a_leases_browser_devtools_are_served_under_a_ticket_one_client_at_a_time_while_it_holds(
+    host, client
+):
+    with client.acquire("desktop", holder="test:devtools", ttl_s=60, wait_s=30) as sb:
+        # No browser the host started: no endpoint, and the reason.
+        assert sb.call("devtools")["endpoint"] is None
+        sb.call("launch", app="chromium", args=["data:text/html,<title>ticketed</title>"], timeout=60)
+        endpoint = sb.call("devtools")["endpoint"]
+        assert endpoint.startswith(f"{host.url}/v1/devtools/")
+
+        async def go() -> None:
+            async with aiohttp.ClientSession() as s:  # no bearer token: the ticket is the credential
+                async with s.get(f"{endpoint}/json/version/") as r:
+                    assert r.status == 200
+                    ws_url = (await r.json())["webSocketDebuggerUrl"]
+                async with s.get(endpoint.rsplit("/", 1)[0] + "/not-a-ticket/json/version") as r:
+                    assert r.status == 404
+                async with s.ws_connect(ws_url) as ws:
+                    await ws.send_json({"id": 7, "method": "Target.getTargets"})
+                    reply = await asyncio.wait_for(ws.receive_json(), 10)
+                    assert reply["id"] == 7
+                    pages = [t["url"] for t in reply["result"]["targetInfos"] if t["type"] == "page"]
+                    assert any("ticketed" in url for url in pages), reply
+                    async with s.ws_connect(ws_url) as second:  # one connection per pipe
+                        closed = await asyncio.wait_for(second.receive(), 10)
+                        assert closed.type == aiohttp.WSMsgType.CLOSE and closed.data == 1013
+
+        asyncio.run(go())
+    # The lease ended: its ticket with it.
+    with httpx.Client() as h:
+        assert h.get(f"{endpoint}/json/version").status_code == 404
+
+
 def test_screencast_viewers_of_a_sandbox_share_one_capture_each_at_its_own_rate(host, client):
     with client.acquire("desktop", holder="test:fanout", ttl_s=60, wait_s=30) as sb:
         live = f"{host.url}/v1/sandboxes/{sb.info.sandbox_id}/screencast"

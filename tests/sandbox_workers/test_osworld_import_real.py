@@ -107,7 +107,8 @@ def test_a_chrome_profile_task_is_scored_by_osworlds_own_getter_on_the_real_chro
 
     # The change, made as a script here (the agent would use Chromium's profile settings): Chromium quit,
     # its profile named Thomas.
-    assert env.call("pkill", names=["chromium"])["left"] == 0
+    quit_ = env.call("pkill", names=["chromium"])
+    assert quit_["signalled"] > 0 and quit_["left"] == 0, quit_
     rename = (
         "python3 -c \"import json; p = '.config/chromium/Default/Preferences'; d = json.load(open(p)); "
         "d.setdefault('profile', {})['name'] = 'Thomas'; json.dump(d, open(p, 'w'))\""
@@ -179,3 +180,62 @@ def test_a_launch_returns_at_the_apps_own_window_not_its_splash(xdesktop_factory
     # GIMP shows "GIMP Startup" (a splash-type window) for seconds before its own window.
     out = desktop.call("launch", {"app": "gimp", "timeout": 60})
     assert out["window"]["title"] == "GNU Image Manipulation Program", out
+
+
+PAGES = 'for n in a b c; do echo "<title>page $n</title>$n" > ~/Desktop/$n.html; done'
+TABS_TASK: dict[str, Any] = {
+    **{k: v for k, v in OS_TERMINAL.items() if k not in ("config", "evaluator")},
+    "id": "1f2e3d4c-chrome-tabs-through-devtools",
+    "snapshot": "chrome",
+    "instruction": "Open c.html from the Desktop in a new tab, beside the two already open.",
+    "related_apps": ["chrome"],
+    "config": [
+        {"type": "execute", "parameters": {"command": PAGES, "shell": True}},
+        {"type": "launch", "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}},
+        {
+            "type": "launch",
+            "parameters": {"command": ["socat", "tcp-listen:9222,fork", "tcp:localhost:1337"]},
+        },
+        # OSWorld's own step: a and b in new tabs, the browser's first tab (its new-tab page) closed.
+        {
+            "type": "chrome_open_tabs",
+            "parameters": {"urls_to_open": [f"file:///home/user/Desktop/{n}.html" for n in "ab"]},
+        },
+    ],
+    "evaluator": {
+        "func": "is_expected_tabs",
+        "result": {"type": "open_tabs_info"},
+        "expected": {
+            "type": "rule",
+            "rules": {"type": "url", "urls": [f"file:///home/user/Desktop/{n}.html" for n in "abc"]},
+        },
+    },
+}
+
+
+def test_chromes_live_tabs_are_read_by_osworlds_own_getter_over_devtools_the_host_alone_reaches(
+    xdesktop_factory: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLYWHEEL_VAR_DIR", str(tmp_path / "var"))
+    spec = import_osworld_task(TABS_TASK, id_prefix="osworld/chrome")
+    env = SandboxEnv(xdesktop_factory("osworld-tabs", options=SLOW_START), platform="desktop")
+    prepared = prepare(spec, env)
+    # Chromium's DevTools are on a pipe the host holds: nothing in the sandbox listens (OSWorld's port
+    # flag and socat are dropped), so neither the agent nor another sandbox can drive the browser.
+    listening = env.exec("awk '$4 == \"0A\"' /proc/net/tcp /proc/net/tcp6")
+    assert listening.exit_code == 0 and listening.stdout == "", listening.stdout
+    # OSWorld's get_open_tabs_info, connected through the endpoint, lists the live tabs: a, b (not c).
+    untouched = evaluate(prepared, env)
+    assert untouched.reward == 0.0, untouched.details
+    assert "error" not in untouched.details[0], untouched.details
+    # The agent opens c in a new tab (a second `chromium URL` hands it to the running browser); the getter
+    # connects again (the first client's sessions were detached: the new tab did not wait for a debugger).
+    env.call("launch", app="chromium", args=["file:///home/user/Desktop/c.html"], timeout=30)
+    solved = evaluate(prepared, env)
+    assert solved.reward == 1.0, solved.details
+    # With the browser gone, OSWorld's getter cannot connect and gives its empty tab list: 0, no
+    # environment error.
+    killed = env.call("pkill", names=["chromium"])
+    assert killed["signalled"] > 0 and killed["left"] == 0, killed
+    gone = evaluate(prepared, env)
+    assert gone.reward == 0.0 and "error" not in gone.details[0], gone.details

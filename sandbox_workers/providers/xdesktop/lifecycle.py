@@ -180,7 +180,7 @@ class DesktopLifecycle(disk.DiskVolumes, DesktopPlumbing):
         for app in self.apps:
             name = app if app not in names else f"{app}#{names.count(app) + 1}"
             names.append(app)
-            self.session.append(_Proc.of(name, self._spawn(self._app_argv(app, []))))
+            self.session.append(_Proc.of(name, self._spawn_app(app, [])))
             self._save_state()
         wanted = [APPS[a][1] for a in self.apps]
         self._wait(lambda x: _have_windows(x, wanted), deadline, "the apps' windows", self.session)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from sandbox_workers.base import (
     EnvError,
     ImageFormat,
+    OperationUnsupported,
     Profile,
     Provider,
     SandboxBrokenByAgent,
@@ -25,6 +26,7 @@ from sandbox_workers.base import (
     SandboxPathError,
     Screenshot,
 )
+from sandbox_workers.devtools import DevToolsPipe
 from sandbox_workers.display.capture import Grabber
 from sandbox_workers.display.x11 import Settle, XSession, server_alive
 from sandbox_workers.display.xcast import XScreencast
@@ -80,6 +82,7 @@ class DesktopPlumbing(Provider):
         self.session: list[_Proc] = []
         """dbus, openbox and the start-up apps: the health check watches them."""
         self.launched: list[_Proc] = []
+        self.devtools_pipes: list[DevToolsPipe] = []
         """Apps started by `launch` and commands left running by exec: killed on reset."""
         self.x: XSession | None = None
         self.grabber: Grabber | None = None
@@ -126,7 +129,9 @@ class DesktopPlumbing(Provider):
             except OSError as exc:
                 raise EnvError(f"cannot start {argv[0]}: {exc}") from exc
 
-    def _spawn(self, argv: Sequence[str], *, pipes: bool = False) -> SandboxProcess:
+    def _spawn(
+        self, argv: Sequence[str], *, pipes: bool = False, pass_fds: tuple[int, ...] = ()
+    ) -> SandboxProcess:
         """Start a process in the sandbox's session: inside its holder's namespaces (one process table,
         one mount table, as one machine), its cgroup, the desktop's environment."""
         assert self.conf is not None and self.holder is not None and self.holder.init_pid is not None
@@ -135,7 +140,40 @@ class DesktopPlumbing(Provider):
                 self.conf, self.holder.init_pid, argv, cgroup=self.cgroup,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if pipes else logf, stderr=subprocess.PIPE if pipes else logf,
+                pass_fds=pass_fds,
             )  # fmt: skip
+
+    def _spawn_app(self, app: str, args: Sequence[str]) -> SandboxProcess:
+        """Start one of APPS; Chromium with its DevTools on a pipe whose other end the host keeps
+        (sandbox_workers.devtools), so the host, and only the host, can read the browser's live state."""
+        argv = self._app_argv(app, args)
+        if app != "chromium":
+            return self._spawn(argv)
+        pipe = DevToolsPipe()
+        try:
+            proc = self._spawn(pipe.child_argv(argv), pass_fds=pipe.child_fds)
+        except BaseException:
+            pipe.close()
+            raise
+        pipe.started(proc)
+        self.devtools_pipes = [p for p in self.devtools_pipes if p.alive] + [pipe]
+        return proc
+
+    def devtools(self) -> DevToolsPipe:
+        """The DevTools pipe of the desktop's running Chromium (the last one started that still runs: a
+        second `chromium URL` hands its URL to the first and exits, its pipe closing)."""
+        for pipe in reversed(self.devtools_pipes):
+            if pipe.alive:
+                return pipe
+        raise OperationUnsupported(
+            "no Chromium that this sandbox host started is running (one started by the agent, or before a"
+            " host restart, has no DevTools the host can reach)"
+        )
+
+    def _close_devtools(self) -> None:
+        for pipe in self.devtools_pipes:
+            pipe.close()
+        self.devtools_pipes = []
 
     def x_socket(self) -> tuple[str, str, bool]:
         """The bind of our X server's socket into the sandbox: as display :0 there, except with the network
@@ -377,6 +415,7 @@ class DesktopPlumbing(Provider):
         for p in (*self.launched, *self.session, *([self.holder] if self.holder else [])):
             p.kill()
         self.holder, self.session, self.launched = None, [], []
+        self._close_devtools()
 
     def _kill_infra(self) -> None:
         self.stop_screencast()
