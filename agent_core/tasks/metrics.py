@@ -421,12 +421,14 @@ def osworld(
     expected_given: bool = True,
     timeout: float = 120.0,
     getter: dict[str, Any] | None = None,
+    expected_getter: dict[str, Any] | None = None,
 ) -> float:
     """OSWorld's own metric function `func`, run in OSWorld's metrics environment (a process of its
     own, `agent_core.tasks.osworld_metrics`), called as OSWorld's `DesktopEnv.evaluate` calls it:
     `func(result, expected, **options)`, or `func(result, **options)` for a task without `expected`.
     With `getter`, the artifact is the files OSWorld's own getter of that name reads (Chrome's profile)
-    and `result` is what that getter makes of them.
+    and `result` is what that getter makes of them; with `expected_getter` (rule_relativeTime), what is
+    expected is what OSWorld's getter makes of its config (`expected`, if any, is the time zone).
 
     A metric that raises scores 0 (it could not read the end state); an unusable metrics environment
     raises EnvError: the episode is not the agent's failure."""
@@ -436,7 +438,7 @@ def osworld(
     try:
         return osworld_metrics.score(
             func, artifact, expected if expected_given else osworld_metrics.NO_EXPECTED,
-            dict(options or {}), timeout=timeout, getter=getter,
+            dict(options or {}), timeout=timeout, getter=getter, expected_getter=expected_getter,
         )  # fmt: skip
     except osworld_metrics.OSWorldEnvError as exc:
         raise EnvError(f"OSWorld's metric {func}: {exc}") from None

@@ -9,6 +9,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agent_core.tasks.osworld_tables import (
+    A11Y_RENAMES,
+    A11Y_TREE_GETTERS,
     CHROME_FILE_GETTERS,
     CHROME_PROFILE,
     DEVTOOLS_GETTERS,
@@ -104,7 +106,9 @@ class EvaluatorMapping:
             check["options"]["getter"] = {"name": kind, "config": dict(result), "files": list(places)}
         elif kind in DEVTOOLS_GETTERS:
             check["probe"] = self.devtools(result, f"{where} result ({kind})")
-            check["options"]["getter"] = {"name": kind, "config": dict(result), "devtools": True}
+            check["options"]["getter"] = {
+                "name": kind, "config": dict(result), "devtools": True, "a11y": kind in A11Y_TREE_GETTERS,
+            }  # fmt: skip
         else:
             check["probe"] = self.getter(result, f"{where} result")
         if not has_expected:
@@ -116,6 +120,18 @@ class EvaluatorMapping:
                     f"unknown key(s) {', '.join(sorted(set(expected) - {'type', 'rules'}))}",
                 )
             check["expected"] = expected.get("rules")
+        elif isinstance(expected, Mapping) and expected.get("type") == "rule_relativeTime":
+            rules = expected.get("rules")
+            if set(expected) - {"type", "rules"} or not isinstance(rules, Mapping):
+                raise self.error(f"{where} expected", "rule_relativeTime takes rules (an object) only")
+            if not isinstance(rules.get("relativeTime"), Mapping) or "from" not in rules["relativeTime"]:
+                raise self.error(f"{where} expected", "rules.relativeTime must name at least from")
+            # OSWorld's own getter turns the relative time into dates when it scores, in the time zone
+            # the rules give, else the one an IP geolocation service gives its scoring host; here the
+            # desktop's own zone (the agent's "today" is the desktop's), read by the probe.
+            check["options"]["expected_getter"] = {"name": "rule_relativeTime", "config": dict(expected)}
+            if "timezone" not in rules:
+                check["expected_probe"] = {"op": "exec", "command": TIMEZONE, "timeout": 30}
         else:
             check["expected_probe"] = self.getter(expected, f"{where} expected")
         return check
@@ -132,7 +148,9 @@ class EvaluatorMapping:
                 raise self.error(where, "url must be a non-empty string")
             if WEB_URL.match(url):
                 self.network.add(f"{where} opens {url}")
-        return {"op": "call", "method": "devtools"}
+        if getter["type"] in A11Y_TREE_GETTERS:
+            return {"op": "browser", "a11y": True, "renames": dict(A11Y_RENAMES)}
+        return {"op": "browser"}
 
     def getter(self, getter: Any, where: str) -> dict[str, Any]:
         """Our probe for an OSWorld getter."""
@@ -154,6 +172,7 @@ class EvaluatorMapping:
             "cache_file": {"path"},
             "vlc_config": {"dest"},
             "vlc_playing_info": {"dest"},
+            "accessibility_tree": set(),
         }
         if kind not in known:
             raise self.error(where, f"this getter is not supported (supported: {', '.join(known)}, rule)")
@@ -185,6 +204,8 @@ class EvaluatorMapping:
             return {"op": "exec", "command": command, "any_exit": True, "timeout": 60}
         if kind in ("vlc_config", "vlc_playing_info"):
             return _vlc_probe(kind, getter)
+        if kind == "accessibility_tree":  # the desktop's tree in OSWorld's XML form, as its server gives it
+            return {"op": "a11y_xml", "renames": dict(A11Y_RENAMES)}
         if kind == "cache_file":
             name = getter.get("path")
             if name not in self.cache:
@@ -275,6 +296,10 @@ if not os.path.isdir(start):
     sys.exit(1)
 print(json.dumps(tree(start)))
 """
+
+
+# The desktop's time zone by name (Debian's /etc/timezone; a TZ the session sets wins).
+TIMEZONE = 'echo "${TZ:-$(cat /etc/timezone 2>/dev/null || echo UTC)}"'
 
 
 def _vlc_probe(kind: str, getter: Mapping[str, Any]) -> dict[str, Any]:

@@ -125,6 +125,7 @@ class OSWorldMetrics:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         getter: Mapping[str, Any] | None = None,
+        expected_getter: Mapping[str, Any] | None = None,
     ) -> float:
         """OSWorld's `func(result, expected, **options)`; OSWorldMetricError when the metric raised.
         With `getter` ({name, config, files}), `result` is the files OSWorld's getter get_<name> reads,
@@ -132,6 +133,8 @@ class OSWorldMetrics:
         request: dict[str, Any] = {"func": func, "result": result, "options": dict(options or {})}
         if getter is not None:
             request["getter"] = dict(getter)
+        if expected_getter is not None:
+            request["expected_getter"] = dict(expected_getter)
         if expected is not NO_EXPECTED:
             request["expected"] = expected
         started = time.monotonic()
@@ -313,9 +316,12 @@ def score(
     *,
     timeout: float = DEFAULT_TIMEOUT,
     getter: Mapping[str, Any] | None = None,
+    expected_getter: Mapping[str, Any] | None = None,
 ) -> float:
     """OSWorld's metric `func` on these values, in the process-wide worker (see `OSWorldMetrics.score`)."""
-    return _instance().score(func, result, expected, options, timeout=timeout, getter=getter)
+    return _instance().score(
+        func, result, expected, options, timeout=timeout, getter=getter, expected_getter=expected_getter
+    )
 
 
 def probe(func: str, *, timeout: float = DEFAULT_TIMEOUT) -> MetricProbe:

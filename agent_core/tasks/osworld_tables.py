@@ -80,33 +80,39 @@ SETUP_REFUSED = {
     "execute_with_verification": "verifies through OSWorld's VM server",
     "proxy": "configures OSWorld's network proxy",
 }
-CHROME_STATE = (
-    "finds Chrome's active tab in OSWorld's XML accessibility tree, which our desktops do not produce yet"
-)
 GETTER_REFUSED = {
     "vm_terminal_output": "reads GNOME Terminal's text through accessibility, which xterm does not expose",
-    "accessibility_tree": "OSWorld's metrics read its XML accessibility tree; ours is text",
     "googledrive_file": "needs a Google Drive account and the network",
-    "rule_relativeTime": "relative-time rules (OSWorld computes them at scoring time) are not mapped yet",
     "info_from_website": "reads a live web site",
     "content_from_vm_file": "not mapped yet",
     "vscode_config": "VS Code is not packaged for Debian, so our desktops do not have it",
-    **dict.fromkeys(
-        (
-            "active_tab_info", "active_tab_html_parse", "active_tab_url_parse", "active_url_from_accessTree",
-            "url_dashPart", "macys_product_url_parse",
-        ),
-        CHROME_STATE,
-    ),
     **dict.fromkeys(
         ("number_of_search_results", "url_path_parse", "gotoRecreationPage_and_get_html_content"),
         "reads a live web site through Chrome's DevTools (not mapped yet)",
     ),
     "shortcuts_on_desktop": "not mapped yet",
 }  # fmt: skip
-# OSWorld's getters of Chrome's live state that need only DevTools (no accessibility tree): run as they are
-# (osworld_worker.py), connected over CDP to the desktop's Chromium. The config keys each reads.
-DEVTOOLS_GETTERS = {"open_tabs_info": frozenset(), "page_info": frozenset({"url"})}
+# OSWorld's getters of Chrome's live state: run as they are (osworld_worker.py), connected over CDP to the
+# desktop's Chromium; the config keys each reads. Those that find the active tab's URL first read the
+# accessibility tree in OSWorld's XML form (`A11Y_TREE_GETTERS`), where its x86 selector looks for
+# "Google Chrome": the name OSWorld's image has for the browser (`A11Y_RENAMES`).
+_HTML_PARSE = (
+    "category", "class_singleObject", "class_multiObject", "class_multiObject_child", "class_multiObject_li",
+    "class_multiObject_only_child", "class_multiObject_search_exist", "inputObject", "labelObject",
+    "url_include_expected", "url_include_expected_multichoice", "xpathObject",
+)  # fmt: skip
+DEVTOOLS_GETTERS = {
+    "open_tabs_info": frozenset(),
+    "page_info": frozenset({"url"}),
+    "active_url_from_accessTree": frozenset({"goto_prefix"}),
+    "active_tab_info": frozenset({"goto_prefix"}),
+    "active_tab_url_parse": frozenset({"goto_prefix", "parse_keys", "replace", "split_list"}),
+    "active_tab_html_parse": frozenset({"goto_prefix", *_HTML_PARSE}),
+    "url_dashPart": frozenset({"goto_prefix", "key", "partIndex", "returnType", "needDeleteId"}),
+    "macys_product_url_parse": frozenset({"goto_prefix", "parse_keys"}),
+}
+A11Y_TREE_GETTERS = frozenset(DEVTOOLS_GETTERS) - {"open_tabs_info", "page_info"}
+A11Y_RENAMES = {"Chromium": "Google Chrome"}
 # OSWorld's getters that read Chrome's profile files (through its controller's get_file): run as they are
 # (osworld_worker.py) on those files of our Chromium's profile. The files by their place in the profile.
 CHROME_PROFILE = ".config/chromium"  # Chromium's --user-data-dir on our desktops, under the home folder

@@ -172,8 +172,9 @@ class _DevToolsEnv(_GetterEnv):
     rebuilds it. Without one (no browser the host started), a closed port: the getter's own
     could-not-connect path runs, as on a VM whose Chrome is gone."""
 
-    def __init__(self, endpoint: str | None, cache_dir: str) -> None:
+    def __init__(self, endpoint: str | None, cache_dir: str, tree: str | None = None) -> None:
         super().__init__({}, cache_dir)
+        self.controller.get_accessibility_tree = lambda: tree  # type: ignore[attr-defined]
         from urllib.parse import urlsplit
 
         if endpoint:
@@ -228,14 +229,28 @@ def _run_setup(request: dict[str, Any], folder: Path) -> dict[str, Any]:
     return {"ok": True}
 
 
+def _expected_from_getter(request: dict[str, Any], folder: Path) -> Any:
+    """What OSWorld's getter of what is expected (rule_relativeTime) gives on its config; `expected`, when
+    given, is the desktop's time zone, which it then computes in."""
+    spec = request["expected_getter"]
+    config = dict(spec.get("config") or {})
+    zone = request.get("expected")
+    if isinstance(zone, str) and zone.strip():
+        config["rules"] = {**dict(config.get("rules") or {}), "timezone": zone.strip()}
+    cache = folder / "expected-cache"
+    cache.mkdir()
+    return _getter(str(spec["name"]))(_GetterEnv({}, str(cache)), config)
+
+
 def _run_getter(spec: dict[str, Any], result: Any, folder: Path) -> Any:
     """What OSWorld's getter returns on the files the probe read (`result`: one value or a list), or,
     for a DevTools getter (`devtools`), on the live browser behind the endpoint the probe got."""
     cache = folder / "getter-cache"
     if spec.get("devtools"):
         cache.mkdir()
-        endpoint = result.get("endpoint") if isinstance(result, dict) else None
-        env = _DevToolsEnv(str(endpoint) if endpoint else None, str(cache))
+        state = result if isinstance(result, dict) else {}
+        endpoint, tree = state.get("endpoint"), state.get("tree")
+        env = _DevToolsEnv(str(endpoint) if endpoint else None, str(cache), str(tree) if tree else None)
         return _getter(str(spec["name"]))(env, dict(spec.get("config") or {}))
     places = [str(p) for p in spec.get("files", [])]
     values = result if isinstance(result, list) else [result]
@@ -345,7 +360,9 @@ def handle(metrics: Metrics, request: dict[str, Any]) -> dict[str, Any]:
             options = _materialize(request.get("options") or {}, Path(tmp), counter)
             # Metrics write scratch files to the working folder: keep them in the request's folder.
             os.chdir(tmp)
-            if "expected" in request:
+            if request.get("expected_getter"):
+                value = func(result, _expected_from_getter(request, Path(tmp)), **options)
+            elif "expected" in request:
                 value = func(result, _materialize(request["expected"], Path(tmp), counter), **options)
             else:
                 value = func(result, **options)

@@ -309,6 +309,17 @@ def run_probe(probe: Probe, env: Env, context: Mapping[str, Any], *, answer: str
         return env.call(str(args["method"]), **dict(args.get("params", {})))
     if probe.op == "a11y":
         return select_path(env.call("a11y"), "tree")
+    if probe.op == "a11y_xml":  # OSWorld's XML form (its accessibility_tree getter)
+        return select_path(env.call("a11y_xml", renames=dict(args.get("renames", {}))), "tree")
+    if probe.op == "browser":
+        # What OSWorld's Chrome getters read: the accessibility tree (first, as they do), then the
+        # browser's DevTools endpoint (its ticket: `_short` keeps it out of the details).
+        state: dict[str, Any] = {}
+        if args.get("a11y"):
+            state["tree"] = select_path(env.call("a11y_xml", renames=dict(args.get("renames", {}))), "tree")
+        got = env.call("devtools")
+        state["endpoint"] = got.get("endpoint") if isinstance(got, Mapping) else None
+        return state
     if probe.op == "windows":
         return select_path(env.call("windows"), "windows")
     raise ValueError(f"unknown probe op {probe.op!r}")

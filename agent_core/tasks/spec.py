@@ -76,6 +76,8 @@ PROBE_OPS = {
     "answer": set(),
     "saved": {"key"},
     "a11y": set(),
+    "a11y_xml": set(),
+    "browser": set(),
     "windows": set(),
 }
 PARAM_KINDS = ("choice", "int", "word", "sample", "value")

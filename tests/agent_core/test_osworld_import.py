@@ -395,12 +395,19 @@ def test_a_devtools_getter_runs_osworlds_own_code_on_the_hosts_endpoint() -> Non
         expected=rule(type="url", urls=["https://a.example/"]),
     )
     check = import_osworld_task(doc).to_dict()["checker"]["checks"][0]
-    assert check["probe"] == {"op": "call", "method": "devtools"}
+    assert check["probe"] == {"op": "browser"}
     assert check["options"]["getter"] == {
-        "name": "open_tabs_info",
-        "config": {"type": "open_tabs_info"},
-        "devtools": True,
-    }
+        "name": "open_tabs_info", "config": {"type": "open_tabs_info"}, "devtools": True, "a11y": False,
+    }  # fmt: skip
+    # The active tab's getters find its URL in the accessibility tree first (OSWorld's XML form, the
+    # browser named as OSWorld's image names it).
+    active = with_evaluator(
+        func="is_expected_active_tab", result={"type": "active_tab_info", "goto_prefix": "https://www."},
+        expected=rule(type="url", url="https://a.example/"),
+    )  # fmt: skip
+    check = import_osworld_task(active).to_dict()["checker"]["checks"][0]
+    assert check["probe"] == {"op": "browser", "a11y": True, "renames": {"Chromium": "Google Chrome"}}
+    assert check["options"]["getter"]["a11y"] is True
     # page_info opens its URL in a new tab: a web one needs the network.
     paged = import_osworld_task(
         with_evaluator(
@@ -509,9 +516,14 @@ BAD = [
     ("pyautogui beside other code",
      with_config({"type": "execute", "parameters": {"command": ["python", "-c", "import os, pyautogui; os.remove('x')"]}}),
      "pyautogui"),
-    ("a Chrome getter of the active tab",
-     with_evaluator(func="is_expected_active_tab", result={"type": "active_tab_info"}, expected=rule(type="url")),
-     "active_tab_info): finds Chrome's active tab in OSWorld's XML accessibility tree"),
+    ("a misspelt key of a DevTools getter",
+     with_evaluator(func="is_expected_active_tab", result={"type": "active_tab_info", "goto_prefx": "x"},
+                    expected=rule(type="url")),
+     "unknown key(s) goto_prefx"),
+    ("a relative time without its start",
+     with_evaluator(func="check_direct_json_object", result=LS,
+                    expected={"type": "rule_relativeTime", "rules": {"relativeTime": {"to": "today"}}}),
+     "rules.relativeTime must name at least from"),
     ("a DevTools getter for what is expected",
      with_evaluator(func="is_expected_tabs", result=LS, expected={"type": "open_tabs_info"}),
      "Chrome's state is read for the result only"),

@@ -119,6 +119,29 @@ def test_rule_metrics_score_like_osworld(metrics):
 
 
 @needs_osworld
+def test_a_relative_time_rule_is_made_dates_by_osworlds_own_getter_in_the_desktops_zone(metrics):
+    # OSWorld's rule_relativeTime getter at scoring time: "next Monday" in the zone the probe read on the
+    # desktop (this test's clock stands in for the desktop's; the dates are computed here independently).
+    import datetime
+    import zoneinfo
+
+    zone = "Pacific/Kiritimati"  # far from UTC: the day differs from the host's for half of each day
+    today = datetime.datetime.now(zoneinfo.ZoneInfo(zone)).date()
+    monday = today + datetime.timedelta(days=7 - today.weekday())
+    rules = {"relativeTime": {"from": "next Monday"}, "expected": {"time": "{Year}-{Month0D}-{Day0D}"}}
+    config = {"type": "rule_relativeTime", "rules": rules}
+    spec = {"name": "rule_relativeTime", "config": config}
+
+    def scored(day: datetime.date) -> float:
+        return metrics.score(
+            "check_direct_json_object", {"time": day.isoformat()}, zone, expected_getter=spec
+        )
+
+    assert scored(monday) == 1.0
+    assert scored(monday + datetime.timedelta(days=7)) == 0.0
+
+
+@needs_osworld
 def test_compare_table_on_xlsx_files(metrics, tmp_path):
     gold = xlsx(tmp_path, "gold.xlsx", pears=5)
     same = xlsx(tmp_path, "same.xlsx", pears=5)

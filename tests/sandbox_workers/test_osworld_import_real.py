@@ -213,6 +213,38 @@ TABS_TASK: dict[str, Any] = {
 }
 
 
+ACTIVE_TAB_TASK: dict[str, Any] = {
+    **{k: v for k, v in TABS_TASK.items() if k not in ("id", "config", "evaluator")},
+    "id": "2a3b4c5d-chrome-active-tab-from-the-accessibility-tree",
+    "config": [],
+    "evaluator": {
+        "func": ["is_expected_url_pattern_match", "check_accessibility_tree", "is_expected_active_tab"],
+        # Chromium shows a file URL without its scheme, as Chrome shows a web URL without https://www.
+        "result": [
+            {"type": "active_url_from_accessTree", "goto_prefix": "file://"},
+            {"type": "accessibility_tree"},
+            {"type": "active_tab_info", "goto_prefix": "file://"},  # the tree's URL, then the tab over CDP
+        ],
+        "expected": [
+            {"type": "rule", "rules": {"expected": [r"^file:///home/user/Desktop/c\.html$"]}},
+            {
+                "type": "rule",
+                "rules": [
+                    {
+                        "selectors": [
+                            'application[name="Google Chrome"] entry[name="Address and search bar"]'
+                        ],
+                        "text": "/home/user/Desktop/c.html",
+                        "exact": True,
+                    }
+                ],
+            },
+            {"type": "rule", "rules": {"type": "url", "url": "file:///home/user/Desktop/c.html"}},
+        ],
+    },
+}
+
+
 def test_chromes_live_tabs_are_read_by_osworlds_own_getter_over_devtools_the_host_alone_reaches(
     xdesktop_factory: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -233,6 +265,12 @@ def test_chromes_live_tabs_are_read_by_osworlds_own_getter_over_devtools_the_hos
     env.call("launch", app="chromium", args=["file:///home/user/Desktop/c.html"], timeout=30)
     solved = evaluate(prepared, env)
     assert solved.reward == 1.0, solved.details
+    # The active tab, as OSWorld's Chrome getters find it: the address bar's text in the accessibility
+    # tree, in OSWorld's XML form (the browser named as OSWorld's image names it); and OSWorld's
+    # check_accessibility_tree on the same tree.
+    active = prepare(import_osworld_task(ACTIVE_TAB_TASK, id_prefix="osworld/chrome"), env)
+    scored = evaluate(active, env)
+    assert [d["score"] for d in scored.details] == [1.0, 1.0, 1.0], scored.details
     # With the browser gone, OSWorld's getter cannot connect and gives its empty tab list: 0, no
     # environment error.
     killed = env.call("pkill", names=["chromium"])

@@ -95,6 +95,7 @@ log = logging.getLogger(__name__)
 # Apps whose window shows before they take input: the quiet time (s) after which they are ready.
 SLOW_TO_READY = {"libreoffice": 0.5, "gimp": 0.5, "thunderbird": 0.5}
 A11Y_SCRIPT = Path(__file__).resolve().parent.parent.parent / "a11y_dump.py"
+A11Y_XML_SCRIPT = A11Y_SCRIPT.with_name("a11y_xml.py")
 
 
 def _pointer(x: XSession) -> tuple[int, int]:
@@ -240,6 +241,15 @@ class XDesktopProvider(DesktopLifecycle):
         if method == "a11y":
             self._ready()
             return {"tree": self._a11y_tree()}
+        if method == "a11y_xml":  # OSWorld's XML form ({renames}: application names as its image has them)
+            self._ready()
+            renames = {str(k): str(v) for k, v in dict(params.get("renames") or {}).items()}
+            res = self.exec(
+                ["/usr/bin/python3", "-c", A11Y_XML_SCRIPT.read_text(), json.dumps(renames)],
+                timeout=max(self.a11y_timeout, 30.0), output_cap=64 << 20,
+            )  # fmt: skip
+            ok = res.exit_code == 0 and not res.timed_out
+            return {"tree": res.stdout if ok else None, "reason": "" if ok else res.stderr.strip()[-300:]}
         if method == "windows":
             self._ready()
             return {"windows": [w.to_dict() for w in self._x("windows", lambda x: x.windows())]}
