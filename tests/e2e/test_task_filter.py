@@ -72,6 +72,9 @@ def test_task_pages_and_filters_survive_a_reload(personas: Personas, open_as: Op
     page.evaluate("window.sameDocument = true")
     page.get_by_label("Search").press_sequentially("many", delay=20)
     expect(page.get_by_test_id("task-count")).to_have_text("70 tasks")
+    # "ma" matches the same 70 tasks: the results of the last keystroke are in once the URL says "many"
+    # (a pager of an earlier keystroke's results would page through "ma").
+    expect(page).to_have_url(re.compile(r"[?&]q=many(&|$)"))
     page.get_by_test_id("page-next").click()
     expect(page.get_by_test_id("page-of")).to_have_text("Page 2 of 2")
     expect(rows).to_have_count(20)

@@ -4,6 +4,7 @@ metric functions (run in their own environment: marked osworld)."""
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -159,7 +160,13 @@ def test_vlc_as_osworlds_image_has_it_scored_through_its_http_interface_and_its_
     # VLC wrote its full default vlcrc, with OSWorld's image's settings: no first-run question.
     vlcrc = env.get_file(".config/vlc/vlcrc").decode()
     assert "qt-privacy-ask=0\n" in vlcrc and "extraintf=http\n" in vlcrc and "#qt-max-volume=125\n" in vlcrc
-    titles = [w["title"] for w in env.call("windows")["windows"]]
+    # VLC names its window after the song once it plays, a moment after the window comes (CI: later).
+    deadline = time.monotonic() + 20
+    while True:
+        titles = [w["title"] for w in env.call("windows")["windows"]]
+        if "tone.wav - VLC media player" in titles or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert "tone.wav - VLC media player" in titles and not any("privacy" in t.lower() for t in titles)
     # OSWorld's metrics on what its getters read: VLC's status.xml says playing tone.wav; the maximum
     # volume is still the default.
