@@ -70,9 +70,7 @@ class DevToolsPipe:
         """The child (`process`, which runs as long as Chromium does) has its ends: close ours of them and
         start reading."""
         self._process = process
-        for fd in self.child_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._close_child_fds()
         self._reader = threading.Thread(target=self._read, name="devtools-pipe", daemon=True)
         self._reader.start()
 
@@ -85,21 +83,25 @@ class DevToolsPipe:
         return not self.closed and self._reader is not None and self._reader.is_alive()
 
     def _read(self) -> None:
-        buf = b""
+        buf = bytearray()
         try:
             while True:
                 chunk = os.read(self._from_chrome, 1 << 16)
                 if not chunk:
                     break
+                scan = len(buf)  # a message's end is in what just came (a page's HTML is megabytes)
                 buf += chunk
-                while (end := buf.find(b"\0")) >= 0:
-                    message, buf = buf[:end], buf[end + 1 :]
-                    self._deliver(message)
+                while (end := buf.find(b"\0", scan)) >= 0:
+                    self._deliver(bytes(buf[:end]))
+                    del buf[: end + 1]
+                    scan = 0
                 if len(buf) > MAX_MESSAGE:
                     log.warning("a DevTools message past %d bytes was dropped", MAX_MESSAGE)
-                    buf = b""
+                    buf.clear()
         except OSError:
             pass
+        with contextlib.suppress(OSError):
+            os.close(self._from_chrome)
         with self._lock:
             client = self._client
         if client is not None:
@@ -118,6 +120,8 @@ class DevToolsPipe:
     def send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, separators=(",", ":")).encode() + b"\0"
         with self._write_lock:
+            if self.closed:
+                raise BrokenPipeError("this browser's DevTools pipe is closed")
             view = memoryview(data)
             while view:
                 view = view[os.write(self._to_chrome, view) :]
@@ -138,12 +142,27 @@ class DevToolsPipe:
             if self._client is client:
                 self._client = None
 
-    def close(self) -> None:
-        """Close our ends (Chromium then sees end of file on its fd 3)."""
-        self.closed = True
-        for fd in (self._to_chrome, self._from_chrome, *self.child_fds):
+    def _close_child_fds(self) -> None:
+        # Once only: a descriptor number closed twice may by then be another's (a listening socket).
+        fds, self.child_fds = self.child_fds, ()
+        for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def close(self) -> None:
+        """Close our ends (Chromium then sees end of file on its fd 3); safe twice."""
+        if self.closed:
+            return
+        self._close_child_fds()
+        with self._write_lock:  # not while a command is being written
+            self.closed = True
+            with contextlib.suppress(OSError):
+                os.close(self._to_chrome)
+        if self._reader is None:
+            with contextlib.suppress(OSError):
+                os.close(self._from_chrome)
+        # A reader still reading closes its end itself, at the end of file that the end of Chromium's
+        # processes gives it (closing a descriptor a thread still reads would free its number for reuse).
 
 
 class Client:

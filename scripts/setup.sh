@@ -40,6 +40,12 @@ have_cmd dbus-launch || need+=(dbus-x11)
 [ -e /usr/libexec/at-spi-bus-launcher ] || need+=(at-spi2-core)
 /usr/bin/python3 -c "import pyatspi" 2>/dev/null || need+=(python3-pyatspi)
 [ -d /usr/share/fonts/truetype/dejavu ] || need+=(fonts-dejavu-core)
+# GNOME's settings as OSWorld's tasks read and write them (gsettings), and the compiler of the settings
+# the desktops start with (sandbox_workers/providers/xdesktop/machine.py).
+[ -e /usr/share/glib-2.0/schemas/org.gnome.desktop.screensaver.gschema.xml ] || need+=(gsettings-desktop-schemas)
+have_cmd gsettings || need+=(libglib2.0-bin)
+[ -e /usr/libexec/dconf-service ] || need+=(dconf-service dconf-gsettings-backend)
+have_cmd dconf || need+=(dconf-cli)
 if [ "$MODE" = test ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   have_cmd docker-compose || need+=(docker-compose)

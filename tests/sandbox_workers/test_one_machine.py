@@ -112,3 +112,11 @@ def test_the_ubuntu_names_osworlds_steps_use(xdesktop_factory: Callable[..., Any
     # The package database answers as on a machine.
     assert "ii  xterm" in sb.exec("dpkg -l xterm").stdout
     assert "xterm/" in sb.exec("apt list --installed 2>/dev/null | grep ^xterm/").stdout
+    # GNOME's settings as OSWorld's image has them (machine.GSETTINGS), read and written by gsettings
+    # through dconf; a reset brings the image's value back.
+    key = "org.gnome.desktop.screensaver lock-enabled"
+    assert sb.exec(f"gsettings get {key}").stdout == "false\n"
+    assert sb.exec(f"gsettings set {key} true").exit_code == 0
+    assert sb.exec(f"gsettings get {key}").stdout == "true\n"
+    sb.reset()
+    assert sb.exec(f"gsettings get {key}").stdout == "false\n"

@@ -20,8 +20,8 @@ from sandbox_workers.providers.confine.bwrap import confinement_for, with_env
 from sandbox_workers.providers.confine.cgroups import SandboxCgroup
 from sandbox_workers.providers.confine.entering import start_holder
 from sandbox_workers.providers.confine.spawning import process_start_time
-from sandbox_workers.providers.confine.workspace import chown_tree, trim_logs, wipe_dir
-from sandbox_workers.providers.xdesktop.machine import write_machine_files
+from sandbox_workers.providers.confine.workspace import chown_tree, trim_logs, wipe_dir, workspace_write
+from sandbox_workers.providers.xdesktop.machine import DCONF_USER_DB, dconf_user_db, write_machine_files
 from sandbox_workers.providers.xdesktop.mcp import server_binds
 from sandbox_workers.providers.xdesktop.parts import (
     _SESSION_ARGV,
@@ -163,6 +163,9 @@ class DesktopLifecycle(disk.DiskVolumes, DesktopPlumbing):
         # The X socket is bound once, into the holder's mount namespace: every process entering it sees
         # it (a reset starts a new X server and a new holder); so are the machine's own programs.
         binds = (self.x_socket(), *write_machine_files(self.root / "machine"), *server_binds())
+        settings = dconf_user_db(self.root / "machine")
+        if settings is not None and not (self.conf.workspace / DCONF_USER_DB).exists():
+            workspace_write(self.conf, DCONF_USER_DB, settings)
         holder, _ = start_holder(self.conf, cgroup=self.cgroup, extra_binds=binds, timeout=self.start_timeout)
         self.holder = _Proc.of("netns", holder)
         self._save_state()
