@@ -18,6 +18,7 @@ from agent_core.tasks.osworld_tables import (
     HOME,
     OSWORLD_METRICS,
     URL,
+    VM_FILE_GETTERS,
     WEB_URL,
 )
 from agent_core.tasks.public_urls import download_refusal
@@ -104,6 +105,14 @@ class EvaluatorMapping:
             }
             # The whole getter config goes to OSWorld's getter, which reads what it needs of it.
             check["options"]["getter"] = {"name": kind, "config": dict(result), "files": list(places)}
+        elif kind in VM_FILE_GETTERS:
+            key, known = VM_FILE_GETTERS[kind]
+            extra = sorted(set(map(str, result)) - known - {"type", key})
+            if extra:
+                raise self.error(f"{where} result ({kind})", f"unknown key(s) {', '.join(extra)}")
+            rel = self.home_path(result.get(key), f"{where} result ({kind}) {key}")
+            check["probe"] = {"op": "files", "paths": [rel], "names": [PurePosixPath(rel).name]}
+            check["options"]["getter"] = {"name": kind, "config": dict(result), "files": [rel]}
         elif kind in DEVTOOLS_GETTERS:
             check["probe"] = self.devtools(result, f"{where} result ({kind})")
             check["options"]["getter"] = {
@@ -120,6 +129,11 @@ class EvaluatorMapping:
                     f"unknown key(s) {', '.join(sorted(set(expected) - {'type', 'rules'}))}",
                 )
             check["expected"] = expected.get("rules")
+        elif isinstance(expected, Mapping) and expected.get("type") == "time_diff_range":
+            # OSWorld's getter gives its config's diff_range_in_minutes: the same, run by its own code.
+            if set(expected) - {"type", "diff_range_in_minutes"}:
+                raise self.error(f"{where} expected", "time_diff_range takes diff_range_in_minutes only")
+            check["options"]["expected_getter"] = {"name": "time_diff_range", "config": dict(expected)}
         elif isinstance(expected, Mapping) and expected.get("type") == "rule_relativeTime":
             rules = expected.get("rules")
             if set(expected) - {"type", "rules"} or not isinstance(rules, Mapping):

@@ -84,7 +84,6 @@ GETTER_REFUSED = {
     "vm_terminal_output": "reads GNOME Terminal's text through accessibility, which xterm does not expose",
     "googledrive_file": "needs a Google Drive account and the network",
     "info_from_website": "reads a live web site",
-    "content_from_vm_file": "not mapped yet",
     "vscode_config": "VS Code is not packaged for Debian, so our desktops do not have it",
     **dict.fromkeys(
         ("number_of_search_results", "url_path_parse", "gotoRecreationPage_and_get_html_content"),
@@ -113,6 +112,14 @@ DEVTOOLS_GETTERS = {
 }
 A11Y_TREE_GETTERS = frozenset(DEVTOOLS_GETTERS) - {"open_tabs_info", "page_info"}
 A11Y_RENAMES = {"Chromium": "Google Chrome"}
+# OSWorld's getters that read one file of the VM (through its get_vm_file) and make something of it: run as
+# they are (osworld_worker.py) on that file as the probe read it. The config key naming the file, the
+# other keys each reads.
+VM_FILE_GETTERS = {
+    "audio_in_slide": ("ppt_file_path", frozenset({"slide_index", "dest"})),
+    "background_image_in_slide": ("ppt_file_path", frozenset({"slide_index", "dest"})),
+    "content_from_vm_file": ("path", frozenset({"file_type", "file_content"})),
+}
 # OSWorld's getters that read Chrome's profile files (through its controller's get_file): run as they are
 # (osworld_worker.py) on those files of our Chromium's profile. The files by their place in the profile.
 CHROME_PROFILE = ".config/chromium"  # Chromium's --user-data-dir on our desktops, under the home folder

@@ -419,6 +419,27 @@ def test_a_devtools_getter_runs_osworlds_own_code_on_the_hosts_endpoint() -> Non
     assert "needs:network" in paged["tags"]
 
 
+def test_a_vm_file_getter_runs_osworlds_own_code_on_the_file_and_time_ranges_come_from_its_getter() -> None:
+    doc = with_evaluator(
+        func=["compare_audios", "check_direct_json_object"],
+        result=[
+            {"type": "audio_in_slide", "ppt_file_path": "/home/user/Desktop/talk.pptx", "slide_index": 0,
+             "dest": "a.mp3"},
+            LS,
+        ],
+        expected=[
+            {"type": "vm_file", "path": "/home/user/Music/a.mp3", "dest": "a.mp3"},
+            {"type": "time_diff_range", "diff_range_in_minutes": 5},
+        ],
+    )  # fmt: skip
+    first, second = import_osworld_task(doc).to_dict()["checker"]["checks"]
+    assert first["probe"] == {"op": "files", "paths": ["Desktop/talk.pptx"], "names": ["talk.pptx"]}
+    assert first["options"]["getter"]["files"] == ["Desktop/talk.pptx"]
+    assert second["options"]["expected_getter"] == {
+        "name": "time_diff_range", "config": {"type": "time_diff_range", "diff_range_in_minutes": 5},
+    }  # fmt: skip
+
+
 def test_tabs_windows_multi_files_and_gimp_config() -> None:
     doc = with_config(
         {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://www.example.com/", "file:///home/user/a.html"]}},

@@ -154,6 +154,19 @@ def test_compare_table_on_xlsx_files(metrics, tmp_path):
 
 
 @needs_osworld
+def test_osworlds_own_vm_file_getter_reads_the_file_the_probe_gives(metrics, tmp_path):
+    # content_from_vm_file: OSWorld's getter reads the table's last row through its get_vm_file (the
+    # controller hands it the file the probe read from the desktop, by its place under the home).
+    table = xlsx(tmp_path, "researchers.xlsx", pears=5)
+    config = {"type": "content_from_vm_file", "path": "/home/user/Desktop/researchers.xlsx",
+              "file_type": "xlsx", "file_content": "last_row"}  # fmt: skip
+    getter = {"name": "content_from_vm_file", "config": config, "files": ["Desktop/researchers.xlsx"]}
+    as_list = {"type": "list"}
+    assert metrics.score("literal_match", table, ["pear", "5"], as_list, getter=getter) == 1.0
+    assert metrics.score("literal_match", table, ["pear", "6"], as_list, getter=getter) == 0.0
+
+
+@needs_osworld
 def test_compare_pptx_files(metrics, tmp_path):
     gold = pptx(tmp_path, "gold.pptx", "Quarterly results")
     same = pptx(tmp_path, "same.pptx", "Quarterly results")
