@@ -47,7 +47,7 @@ class DevToolsPipe:
         self._from_chrome, from_chrome_w = os.pipe()
         # The child's ends, above the descriptors a child is started with (its fds 3/4 are dup'ed from
         # these by the bash that starts Chromium: dash takes one-digit descriptors only; `child_argv`).
-        self.child_fds = (
+        self.child_fds: tuple[int, ...] = (
             fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD_CLOEXEC, 10),
             fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD_CLOEXEC, 10),
         )
