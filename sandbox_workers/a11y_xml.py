@@ -59,6 +59,8 @@ def _clean(text: object) -> str:
 
 
 def _element(node: Any, parent: ET.Element, renames: dict[str, str]) -> ET.Element:
+    # A node without an interface raises (NotImplementedError, or a D-Bus error from an app that went
+    # away): that part of it is left out, the rest kept.
     role = node.getRoleName() or "unknown"
     el = ET.SubElement(parent, _xml_name(role.replace(" ", "-")))
     name = node.name or ""
@@ -71,18 +73,18 @@ def _element(node: Any, parent: ET.Element, renames: dict[str, str]) -> ET.Eleme
         for pair in node.getAttributes() or []:
             key, _, value = str(pair).partition(":")
             el.set(f"{{{NS['attr']}}}{_xml_name(key)}", _clean(value))
-    with contextlib.suppress(NotImplementedError, Exception):
+    with contextlib.suppress(Exception):
         component = node.queryComponent()
         x, y = component.getPosition(pyatspi.DESKTOP_COORDS)
         w, h = component.getSize()
         el.set(f"{{{NS['cp']}}}screencoord", f"({x}, {y})")
         el.set(f"{{{NS['cp']}}}size", f"({w}, {h})")
-    with contextlib.suppress(NotImplementedError, Exception):
+    with contextlib.suppress(Exception):
         text = node.queryText()
         content = text.getText(0, min(text.characterCount, MAX_TEXT))
         if content:
             el.text = _clean(content)
-    with contextlib.suppress(NotImplementedError, Exception):
+    with contextlib.suppress(Exception):
         el.set(f"{{{NS['val']}}}value", str(node.queryValue().currentValue))
     return el
 
